@@ -1,0 +1,57 @@
+/* Internal message buffers and per-thread pools.
+ *
+ * Every message in the runtime (application payloads, spawns, control
+ * events between threads) is a phx_msg_t: an intrusive wfcqueue node, a
+ * decoded frame header and an inline payload. Buffers come from the calling
+ * thread's pool, so the hot path never calls malloc: a pool keeps a bounded
+ * free list per size class, and a message freed on another thread goes back
+ * to its owner through a lock-free stack the owner drains wholesale (an
+ * exchange, so the usual ABA problem of Treiber stacks cannot arise).
+ *
+ * Memory bound: a pool caches at most PHX_POOL_CACHE_BYTES per class; the
+ * rest goes back to jemalloc. Messages in flight are bounded by the
+ * transport's per-peer send budget and the inbound read watermark. */
+#ifndef PHX_MSG_H
+#define PHX_MSG_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <urcu/wfcqueue.h>
+
+#include "net/frame.h"
+
+enum phx_msg_kind {
+    PHX_MK_APP = 1,     /* application message to a task */
+    PHX_MK_SPAWN,       /* create a task (payload = spawn arg) */
+    PHX_MK_EXIT,        /* worker -> comm: phx_exit(code) */
+    PHX_MK_STOP,        /* comm -> worker: leave the loop */
+};
+
+typedef struct phx_pool phx_pool_t;
+
+typedef struct phx_msg {
+    struct cds_wfcq_node qn;    /* must stay first: queues link through it */
+    phx_pool_t *owner;          /* NULL: plain heap allocation */
+    uint32_t cap;               /* payload capacity */
+    uint8_t kind;               /* enum phx_msg_kind */
+    uint8_t cls;                /* size class, or 0xff */
+    uint16_t type_id;           /* task type for SPAWN */
+    int32_t peer;               /* destination node (out) / source node (in) */
+    phx_frame_hdr_t hdr;        /* src, dst, ssn, inc, tag, len */
+    uint8_t data[];             /* hdr.len bytes of payload */
+} phx_msg_t;
+
+/* Creates the calling thread's pool and makes it current. One per thread;
+ * destroy only after every message it handed out came back or the process
+ * is ending (phx_pool_destroy frees cached and remotely-returned buffers). */
+phx_pool_t *phx_pool_create(void);
+void phx_pool_destroy(phx_pool_t *p);
+void phx_pool_set_current(phx_pool_t *p);
+
+/* Any thread. Returns a message with cap >= len and hdr.len = len, or NULL. */
+phx_msg_t *phx_msg_alloc(size_t len);
+/* Any thread; returns the buffer to its owning pool. NULL is ignored. */
+void phx_msg_free(phx_msg_t *m);
+
+#endif

@@ -1,0 +1,666 @@
+/* The node: communication thread, startup, shutdown and the public API. */
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/node.h"
+#include "net/auth.h"
+#include "phx_err.h"
+#include "phx_log.h"
+
+phx_type_t phx_types[PHX_MAX_TYPES];
+int phx_ntypes;
+phx_node_t *phx_node_current;
+static int g_argc;
+static char **g_argv;
+
+uint64_t phx_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int phx_register_type(const phx_type_t *type)
+{
+    if (!type || !type->name)
+        return PHX_EINVAL;
+    if (phx_ntypes == PHX_MAX_TYPES)
+        return PHX_ENOSPC;
+    phx_types[phx_ntypes] = *type;
+    return phx_ntypes++;
+}
+
+int phx_argc(void) { return g_argc; }
+char **phx_argv(void) { return g_argv; }
+
+/* ---- task ids ---------------------------------------------------------- */
+
+static phx_tid_t make_tid(int home, int creator, uint32_t seq)
+{
+    return ((uint64_t)(home + 1) << 48) | ((uint64_t)creator << 32) | seq;
+}
+
+int phx_tid_home(phx_tid_t tid) { return (int)(tid >> 48) - 1; }
+
+/* ---- termination detector glue (comm thread) --------------------------- */
+
+static void td_send(void *ctx, int dst, const void *msg, size_t len)
+{
+    phx_node_t *n = ctx;
+    phx_frame_hdr_t h = { .type = PHX_FT_TD, .src = (uint64_t)n->rank, .dst = (uint64_t)dst };
+    PHX_CNT_ADD(n->td_ctrl_sent, 1);
+    if (dst == n->rank) {
+        /* Self-sends are rare (root bookkeeping); deliver synchronously. */
+        n->td->on_ctrl(n->td_st, dst, msg, len);
+        return;
+    }
+    int rc = phx_net_send(n->net, dst, &h, NULL, 0, msg, len, 0);
+    if (rc)
+        PHX_DEBUG("td", "control message to rank %d not sent: %s", dst, phx_strerror(rc));
+}
+
+static void td_declare(void *ctx)
+{
+    phx_node_t *n = ctx;
+    PHX_INFO("td", "%s: global termination detected", n->td->name);
+    phx_node_exit(n, n->exit_code, 0);
+}
+
+static void td_fatal(void *ctx, int code, const char *why)
+{
+    phx_node_t *n = ctx;
+    PHX_ERROR("td", "%s cannot decide termination: %s (%s)", n->td->name, why, phx_strerror(code));
+    phx_node_exit(n, 1, 1);
+}
+
+static void send_primary(phx_node_t *n, phx_msg_t *m, const uint8_t *pb);
+
+static void td_release(void *ctx, uint64_t token, const uint8_t *pb)
+{
+    phx_node_t *n = ctx;
+    uint64_t *v = phx_map_get(&n->td_held, token);
+    if (!v)
+        return;
+    phx_msg_t *m = (phx_msg_t *)(uintptr_t)*v;
+    phx_map_del(&n->td_held, token);
+    send_primary(n, m, pb);
+    phx_msg_free(m);
+    if (atomic_fetch_sub(&n->work, 1) == 1)
+        uv_async_send(&n->async);
+}
+
+/* Reports remote messages the workers finished, then idleness. */
+static void td_poll(phx_node_t *n)
+{
+    if (!n->td || atomic_load(&n->stopping))
+        return;
+    for (int s = 0; s < n->size; s++) {
+        uint64_t k = atomic_exchange_explicit(&n->processed[s], 0, memory_order_acquire);
+        while (k--)
+            n->td->on_processed(n->td_st, s);
+    }
+    if (n->td_busy && atomic_load(&n->work) == 0) {
+        /* Zero work is stable here (only this thread raises it), but a
+         * worker may have counted a message between the harvest and the
+         * load: harvest once more so on_processed precedes on_idle. */
+        for (int s = 0; s < n->size; s++) {
+            uint64_t k = atomic_exchange_explicit(&n->processed[s], 0, memory_order_acquire);
+            while (k--)
+                n->td->on_processed(n->td_st, s);
+        }
+        n->td_busy = 0;
+        n->td->on_idle(n->td_st);
+    }
+}
+
+/* ---- outgoing ---------------------------------------------------------- */
+
+static void send_primary(phx_node_t *n, phx_msg_t *m, const uint8_t *pb)
+{
+    size_t pbsz = n->td ? n->td->pb_size : 0;
+    uint64_t charge = (uint64_t)m->hdr.len + PHX_FRAME_HDR;
+    int rc = phx_net_send(n->net, m->peer, &m->hdr, pb, pbsz, m->data, m->hdr.len, charge);
+    if (rc) {
+        PHX_WARN("node", "message to rank %d dropped: %s", m->peer, phx_strerror(rc));
+        atomic_fetch_sub(&n->peer_out[m->peer], (int64_t)charge);
+    }
+}
+
+static void drain_outbox(phx_node_t *n)
+{
+    struct cds_wfcq_head lh;
+    struct cds_wfcq_tail lt;
+    cds_wfcq_init(&lh, &lt);
+    if (cds_wfcq_empty(&n->oh, &n->ot))
+        return;
+    __cds_wfcq_splice_blocking(&lh, &lt, &n->oh, &n->ot);
+    struct cds_wfcq_node *qn;
+    while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
+        phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
+        int held = 0;
+        if (m->kind == PHX_MK_EXIT) {
+            phx_node_exit(n, (int)m->hdr.tag, 1);
+        } else if (atomic_load(&n->stopping)) {
+            /* job over: drop */
+        } else {
+            m->hdr.type = m->kind == PHX_MK_SPAWN ? PHX_FT_SPAWN : PHX_FT_APP;
+            uint8_t pb[PHX_TD_PB_MAX] = {0};
+            int rc = n->td ? n->td->on_send(n->td_st, m->peer, (uint64_t)(uintptr_t)m, pb) : 0;
+            if (rc == PHX_TD_DELAY) {
+                uint64_t *slot = phx_map_put(&n->td_held, (uint64_t)(uintptr_t)m);
+                if (slot) {
+                    *slot = (uint64_t)(uintptr_t)m;
+                    held = 1;
+                } else {
+                    PHX_ERROR("td", "out of memory holding a delayed message");
+                }
+            } else {
+                send_primary(n, m, pb);
+            }
+        }
+        if (!held) {
+            phx_msg_free(m);
+            atomic_fetch_sub(&n->work, 1);
+        }
+    }
+}
+
+/* ---- incoming ---------------------------------------------------------- */
+
+static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *payload)
+{
+    phx_node_t *n = ctx;
+    if (atomic_load(&n->stopping))
+        return;
+    switch (h->type) {
+    case PHX_FT_APP:
+    case PHX_FT_SPAWN: {
+        size_t pbsz = n->td ? n->td->pb_size : 0;
+        if (h->len < pbsz || phx_tid_home(h->dst) != n->rank ||
+            (h->type == PHX_FT_SPAWN && h->tag >= (uint32_t)phx_ntypes)) {
+            phx_net_close_peer(n->net, peer, "malformed application frame");
+            return;
+        }
+        size_t len = h->len - pbsz;
+        phx_msg_t *m = phx_msg_alloc(len);
+        if (!m) {
+            PHX_ERROR("node", "out of memory for an inbound message from rank %d", peer);
+            phx_node_exit(n, 1, 1);
+            return;
+        }
+        m->hdr = *h;
+        m->hdr.len = (uint32_t)len;
+        m->kind = h->type == PHX_FT_SPAWN ? PHX_MK_SPAWN : PHX_MK_APP;
+        m->type_id = (uint16_t)h->tag;
+        m->peer = peer;
+        if (len)
+            memcpy(m->data, payload + pbsz, len);
+        PHX_CNT_ADD(n->msgs_recv, 1);
+        PHX_CNT_ADD(n->bytes_recv, len);
+        if (n->td) {
+            n->td_busy = 1;
+            n->td->on_recv(n->td_st, peer, payload);
+        }
+        phx_node_enqueue_local(n, m);
+        return;
+    }
+    case PHX_FT_CTRL:
+        if (h->tag == PHX_CTRL_EXIT) {
+            PHX_INFO("node", "rank %d ended the job with code %u", peer, (unsigned)h->ssn);
+            phx_node_exit(n, (int)h->ssn, 0);
+            return;
+        }
+        break;
+    case PHX_FT_TD:
+        if (n->td) {
+            if (n->td->on_ctrl(n->td_st, peer, payload, h->len) < 0)
+                phx_net_close_peer(n->net, peer, "malformed termination-detection message");
+            td_poll(n);
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    PHX_WARN("node", "unexpected %s frame (tag %u) from rank %d ignored",
+             phx_frame_type_name(h->type), h->tag, peer);
+}
+
+static void on_drain(void *ctx, int peer, uint64_t charge)
+{
+    phx_node_t *n = ctx;
+    atomic_fetch_sub(&n->peer_out[peer], (int64_t)charge);
+    if (atomic_load(&n->bp_waiters)) {
+        pthread_mutex_lock(&n->bp_lock);
+        pthread_cond_broadcast(&n->bp_cond);
+        pthread_mutex_unlock(&n->bp_lock);
+    }
+}
+
+static void on_peer_down(void *ctx, int peer, int graceful, const char *why)
+{
+    phx_node_t *n = ctx;
+    if (graceful || atomic_load(&n->stopping))
+        return;
+    PHX_ERROR("node", "lost rank %d (%s:%d): %s; fault tolerance is off, ending the job",
+              peer, n->cfg.peers[peer].host, n->cfg.peers[peer].port, why);
+    phx_node_exit(n, PHX_EXIT_PEER_LOST, 1);
+}
+
+static void on_fatal(void *ctx, int code, const char *why)
+{
+    phx_node_t *n = ctx;
+    PHX_ERROR("node", "startup failed: %s (%s)", why, phx_strerror(code));
+    phx_node_exit(n, 1, 0);
+}
+
+static void on_all_up(void *ctx)
+{
+    phx_node_t *n = ctx;
+    PHX_INFO("node", "all %d peers connected", n->size - 1);
+    if (n->td)
+        n->td->start(n->td_st, n->rank == 0);
+    if (n->rank == 0) {
+        n->td_busy = 1;
+        phx_msg_t *m = phx_msg_alloc(n->main_len);
+        if (!m) {
+            phx_node_exit(n, 1, 1);
+            return;
+        }
+        m->kind = PHX_MK_SPAWN;
+        m->type_id = (uint16_t)n->main_type;
+        m->hdr.dst = make_tid(0, 0, atomic_fetch_add(&n->next_seq, 1));
+        m->peer = 0;
+        if (n->main_len)
+            memcpy(m->data, n->main_arg, n->main_len);
+        phx_node_enqueue_local(n, m);
+    }
+}
+
+/* ---- loop -------------------------------------------------------------- */
+
+static void on_async(uv_async_t *a)
+{
+    phx_node_t *n = a->data;
+    drain_outbox(n);
+    td_poll(n);
+}
+
+static void on_signal(uv_signal_t *s, int sig)
+{
+    phx_node_t *n = s->data;
+    PHX_INFO("node", "signal %d: stopping", sig);
+    phx_node_exit(n, 128 + sig, 0);
+}
+
+static void closed_one(uv_handle_t *h) { (void)h; }
+
+static void net_done(void *ctx)
+{
+    phx_node_t *n = ctx;
+    n->net_stopped = 1;
+}
+
+void phx_node_exit(phx_node_t *n, int code, int propagate)
+{
+    if (atomic_exchange(&n->stopping, 1))
+        return;
+    n->exit_code = code;
+    if (propagate && n->net) {
+        for (int r = 0; r < n->size; r++) {
+            if (r == n->rank || !phx_net_peer_up(n->net, r))
+                continue;
+            phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = PHX_CTRL_EXIT, .src = (uint64_t)n->rank,
+                                  .dst = (uint64_t)r, .ssn = (uint64_t)(uint32_t)code };
+            phx_net_send(n->net, r, &h, NULL, 0, NULL, 0, 0);
+        }
+    }
+    for (int i = 0; i < n->nworkers; i++) {
+        phx_msg_t *m = phx_msg_alloc(0);
+        if (!m)
+            abort();   /* cannot stop workers cleanly without it */
+        m->kind = PHX_MK_STOP;
+        m->hdr.dst = 0;
+        phx_worker_t *w = &n->workers[i];
+        cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_exchange(&w->sleeping, 0))
+            syscall(SYS_futex, &w->sleeping, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
+    pthread_mutex_lock(&n->bp_lock);
+    pthread_cond_broadcast(&n->bp_cond);   /* blocked senders see stopping */
+    pthread_mutex_unlock(&n->bp_lock);
+    if (n->net)
+        phx_net_stop(n->net, net_done, n);
+    uv_close((uv_handle_t *)&n->async, closed_one);
+    uv_close((uv_handle_t *)&n->sigterm, closed_one);
+    uv_close((uv_handle_t *)&n->sigint, closed_one);
+}
+
+static void free_worker_state(phx_worker_t *w)
+{
+    struct cds_wfcq_node *qn;
+    while ((qn = __cds_wfcq_dequeue_blocking(&w->ih, &w->it)))
+        phx_msg_free(caa_container_of(qn, phx_msg_t, qn));
+    for (size_t i = 0; i < w->tasks.cap; i++) {
+        if (!w->tasks.keys[i])
+            continue;
+        phx_task_t *t = (phx_task_t *)(uintptr_t)w->tasks.vals[i];
+        if (phx_types[t->type].fini)
+            phx_types[t->type].fini(t->state);
+        phx_map_free(&t->out_ssn);
+        phx_map_free(&t->in_ssn);
+        while (t->held) {
+            phx_msg_t *m = t->held;
+            t->held = (phx_msg_t *)m->qn.next;
+            phx_msg_free(m);
+        }
+        free(t);
+    }
+    for (size_t i = 0; i < w->pending.cap; i++) {
+        phx_msg_t *m = w->pending.keys[i] ? (phx_msg_t *)(uintptr_t)w->pending.vals[i] : NULL;
+        while (m) {
+            phx_msg_t *x = m;
+            m = (phx_msg_t *)m->qn.next;
+            phx_msg_free(x);
+        }
+    }
+    phx_map_free(&w->tasks);
+    phx_map_free(&w->pending);
+    phx_map_free(&w->gone);
+}
+
+static void print_stats(phx_node_t *n)
+{
+    phx_stats_t s;
+    phx_get_stats(NULL, &s);
+    char td[512] = "";
+    size_t off = 0;
+    if (n->td) {
+        phx_td_stat_t st[PHX_TD_MAX_STATS];
+        int k = n->td->stats(n->td_st, st, PHX_TD_MAX_STATS);
+        for (int i = 0; i < k && off < sizeof td - 64; i++)
+            off += (size_t)snprintf(td + off, sizeof td - off, "%s\"%s\":%llu", i ? "," : "",
+                                    st[i].name, (unsigned long long)st[i].count);
+    }
+    fprintf(stderr,
+            "{\"stats\":{\"rank\":%d,\"msgs_sent\":%llu,\"msgs_recv\":%llu,\"bytes_sent\":%llu,"
+            "\"bytes_recv\":%llu,\"tasks\":%llu,\"deliveries\":%llu,\"reordered\":%llu,"
+            "\"td\":\"%s\",\"td_ctrl\":{%s}}}\n",
+            n->rank, (unsigned long long)s.msgs_sent, (unsigned long long)s.msgs_recv,
+            (unsigned long long)s.bytes_sent, (unsigned long long)s.bytes_recv,
+            (unsigned long long)s.tasks_created, (unsigned long long)s.deliveries,
+            (unsigned long long)s.reordered, n->td ? n->td->name : "none", td);
+}
+
+int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
+{
+    static phx_node_t node;
+    phx_node_t *n = &node;
+    int rc = phx_config_load(&n->cfg, &argc, argv);
+    g_argc = argc;
+    g_argv = argv;
+    if (rc)
+        return 2;
+    if (main_type < 0 || main_type >= phx_ntypes) {
+        fprintf(stderr, "phalanx: phx_main: unknown main task type %d\n", main_type);
+        return 2;
+    }
+    n->rank = n->cfg.rank;
+    n->size = n->cfg.size;
+    n->main_type = main_type;
+    n->main_arg = arg;
+    n->main_len = len;
+    const char *incs = getenv("PHX_INCARNATION");
+    n->inc = incs ? (uint32_t)strtoul(incs, NULL, 10) : 0;
+    phx_log_set_rank(n->rank);
+    phx_node_current = n;
+
+    uint8_t secret[1024];
+    size_t slen = 0;
+    if (n->size > 1 && (rc = phx_auth_load_secret(secret, sizeof secret, &slen))) {
+        fprintf(stderr, "phalanx: rank %d: no usable cluster secret (set PHX_SECRET or "
+                        "PHX_SECRET_FILE, or start the job with phx run): %s\n",
+                n->rank, phx_strerror(rc));
+        return 2;
+    }
+    if (n->size == 1) {
+        memcpy(secret, "single-node", 11);
+        slen = 11;
+    }
+    if (strcmp(n->cfg.td, "none") != 0) {
+        n->td = phx_td_find(n->cfg.td);
+        if (!n->td) {
+            fprintf(stderr, "phalanx: unknown termination detector '%s'\n", n->cfg.td);
+            return 2;
+        }
+        phx_td_env_t env = { .rank = n->rank, .size = n->size, .ctx = n, .send = td_send,
+                             .declare = td_declare, .fatal = td_fatal, .release = td_release };
+        if ((rc = n->td->create(&env, &n->td_st))) {
+            fprintf(stderr, "phalanx: cannot create detector %s: %s\n", n->cfg.td, phx_strerror(rc));
+            return 2;
+        }
+    }
+
+    n->pool = phx_pool_create();
+    n->processed = calloc((size_t)n->size, sizeof *n->processed);
+    n->peer_out = calloc((size_t)n->size, sizeof *n->peer_out);
+    n->nworkers = n->cfg.workers;
+    n->workers = calloc((size_t)n->nworkers, sizeof *n->workers);
+    if (!n->pool || !n->processed || !n->peer_out || !n->workers) {
+        fprintf(stderr, "phalanx: out of memory\n");
+        return 1;
+    }
+    pthread_mutex_init(&n->bp_lock, NULL);
+    pthread_cond_init(&n->bp_cond, NULL);
+    cds_wfcq_init(&n->oh, &n->ot);
+    phx_map_init(&n->td_held);
+
+    uv_loop_init(&n->loop);
+    uv_async_init(&n->loop, &n->async, on_async);
+    n->async.data = n;
+    uv_signal_init(&n->loop, &n->sigterm);
+    uv_signal_init(&n->loop, &n->sigint);
+    n->sigterm.data = n->sigint.data = n;
+    uv_signal_start(&n->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&n->sigint, on_signal, SIGINT);
+
+    for (int i = 0; i < n->nworkers; i++) {
+        phx_worker_t *w = &n->workers[i];
+        w->node = n;
+        w->id = i;
+        w->ctx.w = w;
+        cds_wfcq_init(&w->ih, &w->it);
+        phx_map_init(&w->tasks);
+        phx_map_init(&w->pending);
+        phx_map_init(&w->gone);
+        if (pthread_create(&w->th, NULL, phx_worker_main, w)) {
+            fprintf(stderr, "phalanx: cannot start worker thread %d\n", i);
+            return 1;
+        }
+    }
+
+    phx_net_cb_t cb = { .ctx = n, .on_frame = on_frame, .on_peer_down = on_peer_down,
+                        .on_all_up = on_all_up, .on_drain = on_drain, .on_fatal = on_fatal };
+    rc = phx_net_start(&n->loop, &n->cfg, secret, slen, n->inc, &cb, &n->net);
+    memset(secret, 0, sizeof secret);
+    if (rc) {
+        fprintf(stderr, "phalanx: rank %d: transport failed to start: %s\n", n->rank, phx_strerror(rc));
+        if (n->net) {
+            phx_node_exit(n, 1, 0);
+        } else {
+            n->exit_code = 1;
+            atomic_store(&n->stopping, 1);
+        }
+    }
+
+    if (n->cfg.busy_poll) {
+        while (uv_run(&n->loop, UV_RUN_NOWAIT)) {
+            drain_outbox(n);
+            td_poll(n);
+        }
+    } else {
+        uv_run(&n->loop, UV_RUN_DEFAULT);
+    }
+
+    for (int i = 0; i < n->nworkers; i++)
+        pthread_join(n->workers[i].th, NULL);
+    if (getenv("PHX_STATS"))
+        print_stats(n);
+    struct cds_wfcq_node *qn;
+    while ((qn = __cds_wfcq_dequeue_blocking(&n->oh, &n->ot)))
+        phx_msg_free(caa_container_of(qn, phx_msg_t, qn));
+    for (size_t i = 0; i < n->td_held.cap; i++)
+        if (n->td_held.keys[i])
+            phx_msg_free((phx_msg_t *)(uintptr_t)n->td_held.vals[i]);
+    phx_map_free(&n->td_held);
+    for (int i = 0; i < n->nworkers; i++)
+        free_worker_state(&n->workers[i]);
+    for (int i = 0; i < n->nworkers; i++)
+        phx_pool_destroy(n->workers[i].pool);
+    if (n->td)
+        n->td->destroy(n->td_st);
+    phx_net_free(n->net);
+    uv_loop_close(&n->loop);
+    phx_pool_destroy(n->pool);
+    free(n->workers);
+    free(n->processed);
+    free(n->peer_out);
+    phx_config_free(&n->cfg);
+    phx_node_current = NULL;
+    return n->exit_code;
+}
+
+/* ---- public API used from handlers -------------------------------------- */
+
+static void backpressure(phx_node_t *n, int peer, int64_t charge)
+{
+    int64_t q = atomic_fetch_add(&n->peer_out[peer], charge);
+    if (q <= n->cfg.send_buffer)
+        return;
+    pthread_mutex_lock(&n->bp_lock);
+    atomic_fetch_add(&n->bp_waiters, 1);
+    while (atomic_load(&n->peer_out[peer]) - charge > n->cfg.send_buffer && !atomic_load(&n->stopping))
+        pthread_cond_wait(&n->bp_cond, &n->bp_lock);
+    atomic_fetch_sub(&n->bp_waiters, 1);
+    pthread_mutex_unlock(&n->bp_lock);
+}
+
+static int route(phx_ctx_t *c, phx_msg_t *m, int home)
+{
+    phx_node_t *n = c->w->node;
+    m->hdr.inc = n->inc;
+    if (home == n->rank) {
+        m->peer = n->rank;
+        phx_node_enqueue_local(n, m);
+        return 0;
+    }
+    m->peer = home;
+    backpressure(n, home, (int64_t)m->hdr.len + PHX_FRAME_HDR);
+    phx_node_enqueue_out(n, m);
+    return 0;
+}
+
+int phx_send(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len)
+{
+    phx_node_t *n = c->w->node;
+    int home = phx_tid_home(dst);
+    if (tag < 0 || tag >= PHX_MAX_TAGS || home < 0 || home >= n->size || (len && !buf))
+        return PHX_EINVAL;
+    if ((int64_t)len > n->cfg.max_frame - PHX_TD_PB_MAX)
+        return PHX_ERANGE;
+    phx_msg_t *m = phx_msg_alloc(len);
+    if (!m)
+        return PHX_ENOMEM;
+    m->kind = PHX_MK_APP;
+    m->hdr.dst = dst;
+    m->hdr.tag = (uint32_t)tag;
+    if (c->task) {
+        uint64_t *ssn = phx_map_put(&c->task->out_ssn, dst);
+        if (!ssn) {
+            phx_msg_free(m);
+            return PHX_ENOMEM;
+        }
+        m->hdr.src = c->task->id;
+        m->hdr.ssn = ++*ssn;
+    }
+    if (len)
+        memcpy(m->data, buf, len);
+    phx_worker_t *w = c->w;
+    PHX_CNT_ADD(w->n_sent, 1);
+    PHX_CNT_ADD(w->n_bytes_sent, len);
+    return route(c, m, home);
+}
+
+phx_tid_t phx_spawn_on(phx_ctx_t *c, int type, int node, const void *arg, size_t len)
+{
+    phx_node_t *n = c->w->node;
+    if (type < 0 || type >= phx_ntypes || node < 0 || node >= n->size || (len && !arg))
+        return PHX_TID_NONE;
+    phx_msg_t *m = phx_msg_alloc(len);
+    if (!m)
+        return PHX_TID_NONE;
+    uint32_t seq = atomic_fetch_add_explicit(&n->next_seq, 1, memory_order_relaxed);
+    phx_tid_t id = make_tid(node, n->rank, seq);
+    m->kind = PHX_MK_SPAWN;
+    m->type_id = (uint16_t)type;
+    m->hdr.dst = id;
+    m->hdr.tag = (uint32_t)type;
+    m->hdr.src = c->task ? c->task->id : PHX_TID_NONE;
+    if (len)
+        memcpy(m->data, arg, len);
+    route(c, m, node);
+    return id;
+}
+
+phx_tid_t phx_spawn(phx_ctx_t *c, int type, const void *arg, size_t len)
+{
+    phx_node_t *n = c->w->node;
+    /* Spread by a hash of (creator, sequence): deterministic, no lookups. */
+    uint64_t h = ((uint64_t)n->rank << 32 | atomic_load_explicit(&n->next_seq, memory_order_relaxed))
+                 * 0x9e3779b97f4a7c15ULL;
+    return phx_spawn_on(c, type, (int)((h >> 33) % (uint64_t)n->size), arg, len);
+}
+
+void phx_exit(phx_ctx_t *c, int code)
+{
+    phx_node_t *n = c->w->node;
+    phx_msg_t *m = phx_msg_alloc(0);
+    if (!m)
+        abort();   /* cannot even report the exit: nothing sane left */
+    m->kind = PHX_MK_EXIT;
+    m->hdr.tag = (uint32_t)code;
+    phx_node_enqueue_out(n, m);
+}
+
+void phx_task_done(phx_ctx_t *c) { c->done = 1; }
+phx_tid_t phx_self(const phx_ctx_t *c) { return c->task ? c->task->id : PHX_TID_NONE; }
+int phx_rank(const phx_ctx_t *c) { return c->w->node->rank; }
+int phx_size(const phx_ctx_t *c) { return c->w->node->size; }
+int phx_worker(const phx_ctx_t *c) { return c->w->id; }
+
+void phx_get_stats(phx_ctx_t *c, phx_stats_t *s)
+{
+    (void)c;
+    phx_node_t *n = phx_node_current;
+    memset(s, 0, sizeof *s);
+    if (!n)
+        return;
+    for (int i = 0; i < n->nworkers; i++) {
+        phx_worker_t *w = &n->workers[i];
+        s->msgs_sent += PHX_CNT_GET(w->n_sent);
+        s->bytes_sent += PHX_CNT_GET(w->n_bytes_sent);
+        s->tasks_created += PHX_CNT_GET(w->n_tasks);
+        s->deliveries += PHX_CNT_GET(w->n_deliveries);
+        s->reordered += PHX_CNT_GET(w->n_reordered);
+    }
+    s->msgs_recv = PHX_CNT_GET(n->msgs_recv);
+    s->bytes_recv = PHX_CNT_GET(n->bytes_recv);
+    s->td_ctrl_msgs = PHX_CNT_GET(n->td_ctrl_sent);
+}

@@ -1,0 +1,142 @@
+/* Node internals shared by the core sources. Not part of the public API.
+ *
+ * Threads: the communication thread (the one that called phx_main) runs the
+ * libuv loop and owns every handle, the transport and the fault-tolerance
+ * state machines. Worker threads run tasks. They meet only through:
+ *   - the outbox, a wfcqueue (many producers: workers; one consumer: comm),
+ *     signalled with uv_async_send;
+ *   - one inbox per worker, a wfcqueue (producers: comm and other workers;
+ *     consumer: the worker), signalled through a futex when it sleeps;
+ *   - atomics documented at each field.
+ *
+ * A task is pinned to worker hash(tid) % T, so all of its messages are
+ * handled by one thread, one at a time, without locks. */
+#ifndef PHX_NODE_H
+#define PHX_NODE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <uv.h>
+
+#include "core/config.h"
+#include "core/map.h"
+#include "core/msg.h"
+#include "core/phalanx.h"
+#include "ft/termination/td.h"
+#include "net/transport.h"
+
+#define PHX_EXIT_PEER_LOST 70   /* a peer died and fault tolerance is off */
+#define PHX_EXIT_FENCED 75      /* declared dead by the others */
+
+/* PHX_FT_CTRL tags used by the node (the transport owns tags below 16). */
+enum { PHX_CTRL_EXIT = 16 };
+
+typedef struct phx_node phx_node_t;
+typedef struct phx_worker phx_worker_t;
+
+typedef struct phx_task {
+    phx_tid_t id;
+    uint16_t type;
+    uint64_t rsn;               /* receive sequence number of the last delivery */
+    phx_map_t out_ssn;          /* dst tid -> last SSN sent */
+    phx_map_t in_ssn;           /* src tid -> last SSN delivered */
+    phx_msg_t *held;            /* early messages waiting for a gap to fill */
+    _Alignas(16) uint8_t state[];
+} phx_task_t;
+
+struct phx_ctx {
+    phx_worker_t *w;
+    phx_task_t *task;           /* NULL outside a task */
+    int done;                   /* phx_task_done was called */
+};
+
+/* Delivery hook: runs on the worker, for every message delivered to a task,
+ * right after its RSN is assigned and before its handler runs. Message
+ * logging records determinants (src, ssn, dst, rsn) here. */
+typedef void (*phx_deliver_hook_fn)(void *ctx, int worker, phx_tid_t dst, phx_tid_t src,
+                                    uint64_t ssn, uint64_t rsn, uint32_t inc);
+
+struct phx_worker {
+    phx_node_t *node;
+    int id;
+    pthread_t th;
+    struct cds_wfcq_head ih;    /* inbox */
+    struct cds_wfcq_tail it;
+    _Atomic uint32_t sleeping;  /* futex word: 1 while parked on an empty inbox */
+    phx_pool_t *pool;
+    phx_map_t tasks;            /* tid -> phx_task_t * */
+    phx_map_t pending;          /* tid -> chain of messages that beat the spawn */
+    phx_map_t gone;             /* tids of finished tasks: late messages drop */
+    struct phx_ctx ctx;
+    /* counters: written by this worker, read by anyone (relaxed) */
+    _Atomic uint64_t n_deliveries, n_tasks, n_reordered, n_sent, n_bytes_sent, n_hook;
+};
+
+struct phx_node {
+    phx_config_t cfg;
+    int rank, size;
+    uint32_t inc;               /* incarnation (epoch) of this node */
+    uv_loop_t loop;
+    uv_async_t async;
+    uv_signal_t sigterm, sigint;
+    phx_net_t *net;
+    phx_pool_t *pool;           /* comm thread's */
+
+    phx_worker_t *workers;
+    int nworkers;
+    struct cds_wfcq_head oh;    /* outbox */
+    struct cds_wfcq_tail ot;
+
+    /* Local work in progress: messages in inboxes, handlers running and
+     * messages in the outbox. Zero means idle; only the comm thread can raise
+     * it from zero (by delivering a remote message), so zero is stable
+     * until the comm thread acts. */
+    _Atomic int64_t work;
+    _Atomic uint64_t *processed;/* per source node: remote messages handled */
+    _Atomic int64_t *peer_out;  /* per peer: bytes charged and not yet written */
+    pthread_mutex_t bp_lock;
+    pthread_cond_t bp_cond;
+    _Atomic int bp_waiters;
+    _Atomic uint32_t next_seq;  /* task id sequence */
+    _Atomic int stopping;
+
+    const phx_td_ops_t *td;     /* comm thread only */
+    void *td_st;
+    int td_busy;
+    phx_map_t td_held;          /* token -> msg delayed by the detector */
+    /* written by the comm thread only, read by anyone (relaxed) */
+    _Atomic uint64_t td_ctrl_sent, msgs_recv, bytes_recv;
+
+    phx_deliver_hook_fn hook;
+    void *hook_ctx;
+
+    int exit_code;
+    int net_stopped, closing;
+    int main_type;
+    const void *main_arg;
+    size_t main_len;
+};
+
+extern phx_node_t *phx_node_current;
+
+/* Any thread: hands m to the worker that owns its destination task. */
+void phx_node_enqueue_local(phx_node_t *n, phx_msg_t *m);
+/* Worker thread: hands m to the comm thread. */
+void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m);
+/* Worker entry point. */
+void *phx_worker_main(void *arg);
+/* Comm thread: begin the end of the job with code; propagate tells peers. */
+void phx_node_exit(phx_node_t *n, int code, int propagate);
+
+/* Single-writer counter bump: no locked instruction on the hot path. */
+#define PHX_CNT_ADD(c, v) \
+    atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + (v), memory_order_relaxed)
+#define PHX_CNT_GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
+
+static inline int phx_worker_of(const phx_node_t *n, phx_tid_t tid)
+{
+    uint64_t h = tid * 0x9e3779b97f4a7c15ULL;
+    return (int)((h >> 32) % (uint64_t)n->nworkers);
+}
+
+#endif

@@ -1,0 +1,130 @@
+#include "msg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NCLASS 4
+static const uint32_t class_cap[NCLASS] = { 64, 512, 8192, 65536 };
+static const uint32_t class_keep[NCLASS] = { 8192, 2048, 128, 16 };
+
+struct phx_pool {
+    phx_msg_t *free[NCLASS];               /* owner thread only */
+    uint32_t nfree[NCLASS];
+    _Atomic(phx_msg_t *) remote[NCLASS];   /* pushed by others, drained by owner */
+};
+
+static _Thread_local phx_pool_t *cur_pool;
+
+/* The free-list link reuses the queue node's next pointer: a message on a
+ * free list is on no queue. */
+static inline phx_msg_t *next_of(phx_msg_t *m) { return (phx_msg_t *)m->qn.next; }
+static inline void set_next(phx_msg_t *m, phx_msg_t *x) { m->qn.next = &x->qn; }
+
+phx_pool_t *phx_pool_create(void)
+{
+    phx_pool_t *p = calloc(1, sizeof *p);
+    if (p)
+        cur_pool = p;
+    return p;
+}
+
+void phx_pool_set_current(phx_pool_t *p) { cur_pool = p; }
+
+static void free_chain(phx_msg_t *m)
+{
+    while (m) {
+        phx_msg_t *n = next_of(m);
+        free(m);
+        m = n;
+    }
+}
+
+void phx_pool_destroy(phx_pool_t *p)
+{
+    if (!p)
+        return;
+    for (int c = 0; c < NCLASS; c++) {
+        free_chain(p->free[c]);
+        free_chain(atomic_exchange(&p->remote[c], NULL));
+    }
+    if (cur_pool == p)
+        cur_pool = NULL;
+    free(p);
+}
+
+static int class_of(size_t len)
+{
+    for (int c = 0; c < NCLASS; c++)
+        if (len <= class_cap[c])
+            return c;
+    return -1;
+}
+
+phx_msg_t *phx_msg_alloc(size_t len)
+{
+    if (len > UINT32_MAX)
+        return NULL;
+    phx_pool_t *p = cur_pool;
+    int c = class_of(len);
+    phx_msg_t *m = NULL;
+    if (p && c >= 0) {
+        m = p->free[c];
+        if (!m) {
+            /* acquire pairs with the pushers' release: their writes to the
+             * messages' memory happen-before our reuse. */
+            m = atomic_exchange_explicit(&p->remote[c], NULL, memory_order_acquire);
+            uint32_t n = 0;
+            for (phx_msg_t *x = m; x; x = next_of(x))
+                n++;
+            p->free[c] = m;
+            p->nfree[c] = n;
+        }
+        if (m) {
+            p->free[c] = next_of(m);
+            p->nfree[c]--;
+        }
+    }
+    if (!m) {
+        size_t cap = c >= 0 ? class_cap[c] : len;
+        m = malloc(sizeof *m + cap);
+        if (!m)
+            return NULL;
+        m->cap = (uint32_t)cap;
+        m->cls = c >= 0 && p ? (uint8_t)c : 0xff;
+        m->owner = c >= 0 ? p : NULL;
+    }
+    m->qn.next = NULL;
+    m->kind = 0;
+    m->type_id = 0;
+    m->peer = -1;
+    memset(&m->hdr, 0, sizeof m->hdr);
+    m->hdr.len = (uint32_t)len;
+    return m;
+}
+
+void phx_msg_free(phx_msg_t *m)
+{
+    if (!m)
+        return;
+    phx_pool_t *o = m->owner;
+    if (!o || m->cls == 0xff) {
+        free(m);
+        return;
+    }
+    int c = m->cls;
+    if (o == cur_pool) {
+        if (o->nfree[c] >= class_keep[c]) {
+            free(m);
+            return;
+        }
+        set_next(m, o->free[c]);
+        o->free[c] = m;
+        o->nfree[c]++;
+        return;
+    }
+    phx_msg_t *head = atomic_load_explicit(&o->remote[c], memory_order_relaxed);
+    do {
+        set_next(m, head);
+    } while (!atomic_compare_exchange_weak_explicit(&o->remote[c], &head, m,
+                 memory_order_release, memory_order_relaxed));
+}

@@ -1,0 +1,296 @@
+/* Worker threads: run tasks, one message at a time per task. */
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/node.h"
+#include "phx_err.h"
+#include "phx_log.h"
+
+extern phx_type_t phx_types[PHX_MAX_TYPES];
+extern int phx_ntypes;
+
+static void futex_wait(_Atomic uint32_t *w, uint32_t v)
+{
+    syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *w)
+{
+    syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void phx_node_enqueue_local(phx_node_t *n, phx_msg_t *m)
+{
+    phx_worker_t *w = &n->workers[phx_worker_of(n, m->hdr.dst)];
+    atomic_fetch_add_explicit(&n->work, 1, memory_order_relaxed);
+    cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
+    /* Dekker pairing with the worker's sleeping=1 then re-check: one of us
+     * sees the other's write. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&w->sleeping, memory_order_relaxed) &&
+        atomic_exchange(&w->sleeping, 0))
+        futex_wake(&w->sleeping);
+}
+
+void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m)
+{
+    atomic_fetch_add_explicit(&n->work, 1, memory_order_relaxed);
+    cds_wfcq_enqueue(&n->oh, &n->ot, &m->qn);
+    if (!n->cfg.busy_poll)
+        uv_async_send(&n->async);
+}
+
+/* A unit of work finished; the last one wakes the comm thread to look at
+ * idleness (termination detection). */
+static void work_done(phx_node_t *n)
+{
+    if (atomic_fetch_sub_explicit(&n->work, 1, memory_order_acq_rel) == 1 && !n->cfg.busy_poll)
+        uv_async_send(&n->async);
+}
+
+static void task_destroy(phx_worker_t *w, phx_task_t *t)
+{
+    const phx_type_t *ty = &phx_types[t->type];
+    if (ty->fini)
+        ty->fini(t->state);
+    phx_map_del(&w->tasks, t->id);
+    phx_map_put(&w->gone, t->id);
+    phx_map_free(&t->out_ssn);
+    phx_map_free(&t->in_ssn);
+    while (t->held) {
+        phx_msg_t *m = t->held;
+        t->held = (phx_msg_t *)m->qn.next;
+        phx_msg_free(m);
+    }
+    free(t);
+}
+
+/* Runs m's handler on t. Returns 1 if the task was destroyed. */
+static int run(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
+{
+    phx_node_t *n = w->node;
+    uint64_t rsn = ++t->rsn;
+    PHX_CNT_ADD(w->n_deliveries, 1);
+    if (n->hook) {
+        n->hook(n->hook_ctx, w->id, t->id, m->hdr.src, m->hdr.ssn, rsn, m->hdr.inc);
+        PHX_CNT_ADD(w->n_hook, 1);
+    }
+    phx_handler_fn h = m->hdr.tag < PHX_MAX_TAGS ? phx_types[t->type].handlers[m->hdr.tag] : NULL;
+    if (!h) {
+        PHX_WARN("task", "task %#llx (%s) has no handler for tag %u; message dropped",
+                 (unsigned long long)t->id, phx_types[t->type].name, m->hdr.tag);
+        return 0;
+    }
+    w->ctx.task = t;
+    w->ctx.done = 0;
+    h(&w->ctx, t->state, m->hdr.src, m->data, m->hdr.len);
+    w->ctx.task = NULL;
+    if (w->ctx.done) {
+        task_destroy(w, t);
+        return 1;
+    }
+    return 0;
+}
+
+/* Delivers in SSN order per sender; early messages wait in t->held. */
+static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
+{
+    phx_tid_t src = m->hdr.src;
+    if (src == PHX_TID_NONE || m->hdr.ssn == 0) {
+        run(w, t, m);
+        phx_msg_free(m);
+        return;
+    }
+    uint64_t *last = phx_map_put(&t->in_ssn, src);
+    if (!last) {
+        PHX_ERROR("task", "out of memory tracking streams; message dropped");
+        phx_msg_free(m);
+        return;
+    }
+    if (m->hdr.ssn <= *last) {
+        PHX_DEBUG("task", "duplicate ssn %llu from %#llx dropped", (unsigned long long)m->hdr.ssn,
+                  (unsigned long long)src);
+        phx_msg_free(m);
+        return;
+    }
+    if (m->hdr.ssn > *last + 1) {
+        m->qn.next = t->held ? &t->held->qn : NULL;
+        t->held = m;
+        PHX_CNT_ADD(w->n_reordered, 1);
+        return;
+    }
+    *last = m->hdr.ssn;
+    phx_tid_t id = t->id;
+    if (run(w, t, m)) {
+        phx_msg_free(m);
+        return;
+    }
+    phx_msg_free(m);
+    /* The gap may have been the only thing holding later messages back. */
+    for (;;) {
+        uint64_t *v = phx_map_get(&w->tasks, id);
+        if (!v)
+            return;
+        t = (phx_task_t *)(uintptr_t)*v;
+        last = phx_map_get(&t->in_ssn, src);
+        phx_msg_t *prev = NULL, *x = t->held;
+        while (x && !(x->hdr.src == src && x->hdr.ssn == *last + 1)) {
+            prev = x;
+            x = (phx_msg_t *)x->qn.next;
+        }
+        if (x) {
+            if (prev)
+                prev->qn.next = x->qn.next;
+            else
+                t->held = (phx_msg_t *)x->qn.next;
+        }
+        if (!x)
+            return;
+        *last = x->hdr.ssn;
+        int gone = run(w, t, x);
+        phx_msg_free(x);
+        if (gone)
+            return;
+    }
+}
+
+static void spawn(phx_worker_t *w, phx_msg_t *m)
+{
+    phx_tid_t id = m->hdr.dst;
+    if (m->type_id >= phx_ntypes || phx_map_get(&w->tasks, id)) {
+        PHX_ERROR("task", "bad spawn of %#llx (type %u)", (unsigned long long)id, m->type_id);
+        phx_msg_free(m);
+        return;
+    }
+    const phx_type_t *ty = &phx_types[m->type_id];
+    phx_task_t *t = calloc(1, sizeof *t + ty->state_size);
+    uint64_t *slot = t ? phx_map_put(&w->tasks, id) : NULL;
+    if (!slot) {
+        PHX_ERROR("task", "out of memory creating task %#llx", (unsigned long long)id);
+        free(t);
+        phx_msg_free(m);
+        return;
+    }
+    t->id = id;
+    t->type = m->type_id;
+    *slot = (uint64_t)(uintptr_t)t;
+    PHX_CNT_ADD(w->n_tasks, 1);
+    if (ty->init) {
+        w->ctx.task = t;
+        w->ctx.done = 0;
+        ty->init(&w->ctx, t->state, m->data, m->hdr.len);
+        w->ctx.task = NULL;
+        if (w->ctx.done) {
+            task_destroy(w, t);
+            t = NULL;
+        }
+    }
+    phx_msg_free(m);
+    /* Messages that raced ahead of the spawn, oldest first. */
+    uint64_t *pv = phx_map_get(&w->pending, id);
+    if (!pv)
+        return;
+    phx_msg_t *chain = (phx_msg_t *)(uintptr_t)*pv;
+    phx_map_del(&w->pending, id);
+    while (chain) {
+        phx_msg_t *x = chain;
+        chain = (phx_msg_t *)x->qn.next;
+        uint64_t *tv = phx_map_get(&w->tasks, id);
+        if (tv)
+            deliver(w, (phx_task_t *)(uintptr_t)*tv, x);
+        else
+            phx_msg_free(x);
+    }
+}
+
+static void app(phx_worker_t *w, phx_msg_t *m)
+{
+    uint64_t *v = phx_map_get(&w->tasks, m->hdr.dst);
+    if (v) {
+        deliver(w, (phx_task_t *)(uintptr_t)*v, m);
+        return;
+    }
+    if (phx_map_get(&w->gone, m->hdr.dst)) {
+        PHX_DEBUG("task", "message for finished task %#llx dropped", (unsigned long long)m->hdr.dst);
+        phx_msg_free(m);
+        return;
+    }
+    /* Keep arrival order: append at the tail of the pending chain. */
+    uint64_t *slot = phx_map_put(&w->pending, m->hdr.dst);
+    if (!slot) {
+        phx_msg_free(m);
+        return;
+    }
+    m->qn.next = NULL;
+    phx_msg_t *tail = (phx_msg_t *)(uintptr_t)*slot;
+    if (!tail) {
+        *slot = (uint64_t)(uintptr_t)m;
+        return;
+    }
+    while (tail->qn.next)
+        tail = (phx_msg_t *)tail->qn.next;
+    tail->qn.next = &m->qn;
+}
+
+void *phx_worker_main(void *arg)
+{
+    phx_worker_t *w = arg;
+    phx_node_t *n = w->node;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals belong to the comm thread */
+    w->pool = phx_pool_create();
+    if (!w->pool) {
+        PHX_ERROR("worker", "out of memory");
+        abort();
+    }
+    struct cds_wfcq_head lh;
+    struct cds_wfcq_tail lt;
+    cds_wfcq_init(&lh, &lt);
+    int spins = 0;
+    for (;;) {
+        if (cds_wfcq_empty(&w->ih, &w->it)) {
+            if (n->cfg.busy_poll || ++spins < 64) {
+                caa_cpu_relax();
+                continue;
+            }
+            atomic_store(&w->sleeping, 1);
+            atomic_thread_fence(memory_order_seq_cst);
+            if (cds_wfcq_empty(&w->ih, &w->it))
+                futex_wait(&w->sleeping, 1);
+            atomic_store(&w->sleeping, 0);
+            continue;
+        }
+        spins = 0;
+        __cds_wfcq_splice_blocking(&lh, &lt, &w->ih, &w->it);
+        struct cds_wfcq_node *qn;
+        while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
+            phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
+            int src_node = m->peer;
+            switch (m->kind) {
+            case PHX_MK_STOP:
+                phx_msg_free(m);
+                /* The job is over: whatever is still queued is discarded. */
+                while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt)))
+                    phx_msg_free(caa_container_of(qn, phx_msg_t, qn));
+                return NULL;
+            case PHX_MK_SPAWN:
+                spawn(w, m);
+                break;
+            case PHX_MK_APP:
+                app(w, m);
+                break;
+            default:
+                PHX_ERROR("worker", "unexpected message kind %u", m->kind);
+                phx_msg_free(m);
+            }
+            if (src_node >= 0 && src_node != n->rank)
+                atomic_fetch_add_explicit(&n->processed[src_node], 1, memory_order_release);
+            work_done(n);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+/* Ring heartbeat failure detector (seed 002_*, tasks T1-T5, FindEmitter)
+ * with failure propagation by the reliable hypercube broadcast (bcast.h).
+ *
+ * Pure state machine: no sockets, threads, allocation after create, or clock
+ * reads. Time is the caller's monotonic now_ns. One instance per node, owned
+ * by the runtime's communication thread; no call is thread-safe, and no
+ * callback may re-enter the instance.
+ *
+ * Driving it (see README.md):
+ *   create() once; start(now) after the bootstrap barrier;
+ *   arm one timer at next_deadline() and call tick(now) when it fires (and
+ *   re-read next_deadline() after every call into the instance);
+ *   on_msg() for every frame of type PHX_FT_HB_FRAME / PHX_FT_BCAST_FRAME,
+ *   with the frame tag as `type`;
+ *   suspect() when a TCP connection to a peer resets;
+ *   outputs leave through env->send, env->on_dead, env->on_fenced.
+ *
+ * Failure semantics. D (the dead set) only grows, per rank: a rank in D
+ * stays dead in this group whatever incarnation it comes back with. Every
+ * node learns a failure exactly once (on_dead). A node that finds itself in
+ * another node's D is fenced: on_fenced fires once and the instance goes
+ * inert (every later call returns PHX_EFENCED); the runtime must stop
+ * acting as a member. */
+#ifndef PHX_FT_HB_H
+#define PHX_FT_HB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PHX_FT_HB_FRAME     48   /* frame type of HEARTBEAT, NEWOBSERVER, YOU_ARE_DEAD */
+#define PHX_FT_BCAST_FRAME  49   /* frame type of BCASTMSG */
+
+/* Message types, carried in the frame tag. */
+enum phx_ft_hb_msg {
+    PHX_FT_HB_HEARTBEAT   = 1,   /* emitter -> observer, every eta */
+    PHX_FT_HB_NEWOBSERVER = 2,   /* observer -> its new emitter after T3 */
+    PHX_FT_HB_BCASTMSG    = 3,   /* failure notice, hypercube broadcast */
+    PHX_FT_HB_YOU_ARE_DEAD = 4,  /* reply to any HB message from a rank in D */
+    PHX_FT_HB_NTYPES
+};
+
+/* Frame type the runtime must use for message type t (0 if t is unknown). */
+unsigned phx_ft_hb_frame_type(unsigned t);
+const char *phx_ft_hb_msg_name(unsigned t);   /* static, never NULL */
+
+typedef struct phx_ft_hb_env {
+    void *ctx;
+    /* Queue buf[0..len) for dst as frame tag `type`. The bytes are only
+     * valid during the call. Delivery failures are the runtime's business:
+     * it reports broken links through phx_ft_hb_suspect. Never called with
+     * dst == own rank. */
+    void (*send)(void *ctx, int dst, unsigned type, const void *buf, size_t len);
+    /* rank joined D (the failure notice). Exactly once per rank, never for
+     * the own rank, in the order the ranks joined D. */
+    void (*on_dead)(void *ctx, int rank, uint64_t now_ns);
+    /* This node was declared dead by the others. At most once; afterwards
+     * the instance is inert. */
+    void (*on_fenced)(void *ctx);
+} phx_ft_hb_env_t;
+
+typedef struct phx_ft_hb_cfg {
+    int nranks;
+    int rank;
+    uint32_t incarnation;   /* this process's incarnation of `rank` */
+    /* Ring order (position -> rank), identical on every node; copied.
+     * NULL means 0, 1, ..., nranks-1. Build it with phx_ft_ring_build. */
+    const int *ring;
+    uint64_t delta_ns;      /* suspicion timeout delta, > 0 */
+    uint64_t eta_ns;        /* heartbeat period; 0: delta/10 */
+    /* Emitter silence tolerated after a suspect() hint; 0: delta/2. Must
+     * exceed eta + link delay, or a hint on a live emitter whose connection
+     * was re-established becomes a false suspicion. */
+    uint64_t hint_grace_ns;
+    /* A tick later than this past its deadline means this process was not
+     * running (SIGSTOP, swap, VM pause): its own silence timer is then
+     * re-armed instead of firing. 0: eta. */
+    uint64_t stall_slack_ns;
+} phx_ft_hb_cfg_t;
+
+typedef struct phx_ft_hb_stats {
+    uint64_t sent[PHX_FT_HB_NTYPES];
+    uint64_t recv[PHX_FT_HB_NTYPES];
+    uint64_t declared;        /* T3 expiries: failures this node decided */
+    uint64_t bcast_started;
+    uint64_t bcast_dup;       /* copies suppressed by (origin, seq, cube, tree) */
+    uint64_t stray_hb;        /* heartbeats from a live non-emitter */
+    uint64_t stale_inc;       /* messages from an old incarnation, dropped */
+    uint64_t stalls;          /* late ticks that re-armed the silence timer */
+    uint64_t hints;           /* suspect() calls that shortened the timer */
+} phx_ft_hb_stats_t;
+
+typedef struct phx_ft_hb phx_ft_hb_t;
+
+/* PHX_EINVAL on a bad cfg/env (env->send required, on_dead/on_fenced may be
+ * NULL), PHX_ENOMEM. env and cfg are copied. */
+int phx_ft_hb_create(const phx_ft_hb_cfg_t *cfg, const phx_ft_hb_env_t *env, phx_ft_hb_t **out);
+void phx_ft_hb_destroy(phx_ft_hb_t *hb);
+
+/* Arms the timers: first heartbeat at now, emitter silence tolerated for
+ * 2*delta (start skew). Before start the instance only answers messages. */
+int phx_ft_hb_start(phx_ft_hb_t *hb, uint64_t now_ns);
+
+/* Earliest time tick() has work; UINT64_MAX if none (not started, alone,
+ * fenced). */
+uint64_t phx_ft_hb_next_deadline(const phx_ft_hb_t *hb);
+/* Runs T1 (heartbeat) and T3 (suspicion expiry) if due. Returns 0, or
+ * PHX_EFENCED once fenced. */
+int phx_ft_hb_tick(phx_ft_hb_t *hb, uint64_t now_ns);
+
+/* One received HB-protocol message. Returns 0 (also for messages dropped on
+ * purpose: duplicates, old incarnations, strays), PHX_EPROTO for malformed
+ * input (state unchanged, nothing sent), PHX_EFENCED when fenced, now or
+ * before. A message from a rank in D is answered with YOU_ARE_DEAD. */
+int phx_ft_hb_on_msg(phx_ft_hb_t *hb, int src, unsigned type, const void *buf, size_t len,
+                     uint64_t now_ns);
+
+/* Hint: the link to `rank` broke (TCP reset). A hint never adds to D by
+ * itself, so all survivors still decide through the same protocol path:
+ * if rank is our emitter, its silence deadline moves to now + hint_grace
+ * (never later than it was) and T3 decides as usual; otherwise the hint is
+ * ignored, because only a rank's observer may declare it. Returns 1 if the
+ * timer moved, 0 if ignored, PHX_EINVAL on a bad rank, PHX_EFENCED. */
+int phx_ft_hb_suspect(phx_ft_hb_t *hb, int rank, uint64_t now_ns);
+
+/* Dead-set queries. Valid any time, also after fencing. */
+int phx_ft_hb_is_dead(const phx_ft_hb_t *hb, int rank);       /* 1/0; 0 on bad rank */
+int phx_ft_hb_dead_count(const phx_ft_hb_t *hb);
+/* Copies D in the order ranks joined it; returns the count (may exceed cap). */
+int phx_ft_hb_dead_list(const phx_ft_hb_t *hb, int *out, size_t cap);
+/* ULFM-style acknowledgement (MPI_Comm_failure_ack): marks every failure
+ * known now as acknowledged. Failures learned later are "new" until the
+ * next ack. */
+void phx_ft_hb_ack(phx_ft_hb_t *hb);
+int phx_ft_hb_acked_count(const phx_ft_hb_t *hb);   /* the first ones of dead_list */
+int phx_ft_hb_new_count(const phx_ft_hb_t *hb);     /* dead_count - acked_count */
+int phx_ft_hb_is_acked(const phx_ft_hb_t *hb, int rank);   /* dead and acknowledged */
+
+int phx_ft_hb_emitter(const phx_ft_hb_t *hb);    /* own rank if none left */
+int phx_ft_hb_observer(const phx_ft_hb_t *hb);   /* own rank if none left */
+int phx_ft_hb_is_fenced(const phx_ft_hb_t *hb);
+
+/* Incarnations: every message carries its sender's incarnation. The highest
+ * seen per rank is kept; messages from a lower one are dropped here, and the
+ * runtime should drop application traffic the same way: accept() is 1 iff
+ * rank is alive in D's sense and inc is not older than the newest seen. */
+uint32_t phx_ft_hb_incarnation(const phx_ft_hb_t *hb, int rank);
+int phx_ft_hb_accept(const phx_ft_hb_t *hb, int rank, uint32_t inc);
+
+void phx_ft_hb_get_stats(const phx_ft_hb_t *hb, phx_ft_hb_stats_t *out);
+
+#endif

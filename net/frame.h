@@ -1,0 +1,95 @@
+/* Phalanx wire frame: a fixed 48-byte little-endian header followed by
+ * `len` payload bytes. Layout and policy: net/README.md.
+ *
+ * Pure functions, no sockets, no allocation: callable from any thread; the
+ * only shared state is the thread-local buffer behind decode's *why. */
+#ifndef PHX_FRAME_H
+#define PHX_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PHX_FRAME_HDR      48
+#define PHX_FRAME_MAGIC    0x584C4850u   /* bytes 'P','H','L','X' */
+#define PHX_WIRE_VERSION   1
+#define PHX_FRAME_F_LAST_IN_BATCH 0x0001u
+#define PHX_FRAME_F_MASK   PHX_FRAME_F_LAST_IN_BATCH   /* all defined flag bits */
+/* Largest len decode can ever accept: the total size must fit the int return. */
+#define PHX_FRAME_LEN_HARDMAX ((uint32_t)(0x7fffffff - PHX_FRAME_HDR))
+
+enum phx_frame_type {
+    PHX_FT_HELLO   = 1,
+    PHX_FT_AUTH    = 2,
+    PHX_FT_AUTH_OK = 3,
+    PHX_FT_APP     = 16,
+    PHX_FT_SPAWN   = 17,
+    PHX_FT_CTRL    = 32,
+    PHX_FT_HB      = 48,
+    PHX_FT_BCAST   = 49,
+    PHX_FT_ERA     = 64,
+    PHX_FT_TD      = 80,
+};
+
+typedef struct phx_frame_hdr {
+    uint32_t magic;
+    uint8_t  version, type;
+    uint16_t flags;
+    uint32_t len, crc;
+    uint64_t src, dst, ssn;
+    uint32_t inc, tag;
+} phx_frame_hdr_t;
+
+/* 1 if t is one of enum phx_frame_type, else 0. */
+int phx_frame_type_valid(unsigned t);
+/* Static name ("APP", ...) or "UNKNOWN"; never NULL. */
+const char *phx_frame_type_name(unsigned t);
+
+/* Writes the 48-byte header for *h into out and fills h->magic, h->version
+ * and h->crc (CRC32C over the header with crc zeroed, then the payload).
+ * h->len must equal the payload length; payload may be NULL when len == 0.
+ * The caller owns out, h and payload; the payload is only read. Flags and
+ * type are written as given (the caller is trusted; decode enforces them). */
+void phx_frame_encode(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *payload);
+
+/* Streaming decode of the frame at the start of buf[0..avail).
+ * Returns:
+ *   > 0            total frame size 48+len: a whole, valid frame; the payload is
+ *                  buf + PHX_FRAME_HDR, and *h holds the header.
+ *   PHX_ETRUNC     more bytes needed. Header fields are checked as soon as
+ *                  their bytes have arrived, so garbage fails fast. Once 48
+ *                  bytes are present *h is filled (h->len tells the caller how
+ *                  much to buffer); before that *h is left untouched.
+ *   PHX_EPROTO     bad magic, unknown type, undefined flag bit, or
+ *                  len > max_payload (or > PHX_FRAME_LEN_HARDMAX).
+ *   PHX_EVERSION   version != PHX_WIRE_VERSION.
+ *   PHX_ECHECKSUM  CRC mismatch.
+ * On any negative return other than PHX_ETRUNC, *why (if why != NULL) points
+ * to a reason string in a thread-local buffer, valid until this thread's next
+ * decode call; on success or PHX_ETRUNC it is set to "". Errors are final for
+ * the stream: a byte stream cannot be resynchronised, close the connection. */
+int phx_frame_decode(const uint8_t *buf, size_t avail, uint32_t max_payload,
+                     phx_frame_hdr_t *h, const char **why);
+
+/* Little-endian helpers for payload (de)serialisation; unaligned-safe. */
+static inline void phx_put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void phx_put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void phx_put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t phx_get_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t phx_get_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t phx_get_le64(const uint8_t *p)
+{
+    return (uint64_t)phx_get_le32(p) | ((uint64_t)phx_get_le32(p + 4) << 32);
+}
+
+#endif

@@ -1,0 +1,144 @@
+/* libFuzzer entry point for the wire decoders.
+ *
+ * Input byte 0 is a control byte: bit0 = repair CRCs so mutated frames get
+ * past the checksum and reach the deeper paths, bits1-2 = max_payload
+ * choice, bits3-7 = seed for the chunking of the stream. The rest is the
+ * byte stream a peer would send. It is decoded the way the transport will:
+ * bytes arrive in chunks, whole frames are consumed, HELLO/AUTH payloads go
+ * to a handshake state machine, and the first hard error ends the stream.
+ *
+ * Oracles beyond the sanitizers (abort on violation): a decoded frame
+ * re-encodes to the identical 48 header bytes; sizes stay within the input;
+ * every hard error carries a reason. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common/phx_err.h"
+#include "core/common/phx_log.h"
+#include "net/auth.h"
+#include "net/crc32c.h"
+#include "net/frame.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "fuzz oracle failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); abort(); } } while (0)
+
+static void repair_crcs(uint8_t *b, size_t n)
+{
+    size_t off = 0;
+    while (n - off >= PHX_FRAME_HDR) {
+        uint32_t len = phx_get_le32(b + off + 8);
+        if (len > n - off - PHX_FRAME_HDR)
+            return;
+        memset(b + off + 12, 0, 4);
+        uint32_t c = phx_crc32c(0, b + off, PHX_FRAME_HDR + (size_t)len);
+        phx_put_le32(b + off + 12, c);
+        off += PHX_FRAME_HDR + len;
+    }
+}
+
+static void feed_auth(phx_auth_t *a, const phx_frame_hdr_t *h, const uint8_t *p)
+{
+    uint8_t out[PHX_AUTH_MAC_LEN];
+    if (h->type == PHX_FT_HELLO) {
+        phx_auth_hello_t hh;
+        int rc = phx_auth_hello_parse(p, h->len, &hh);
+        CHECK(rc == PHX_OK || rc == PHX_EPROTO);
+        CHECK((rc == PHX_OK) == (h->len == PHX_AUTH_HELLO_LEN));
+        rc = phx_auth_on_hello(a, p, h->len, out, sizeof out);
+        CHECK(rc == PHX_AUTH_MAC_LEN || rc == PHX_EPROTO || rc == PHX_EAUTH);
+    } else if (h->type == PHX_FT_AUTH) {
+        int rc = phx_auth_on_auth(a, p, h->len);
+        /* the nonce is fresh per run, so no input can carry a valid MAC */
+        CHECK(rc == PHX_EAUTH);
+        CHECK(!phx_auth_done(a));
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static int quiet;
+    if (!quiet) {   /* auth failures are expected by the thousand */
+        phx_log_set_level(PHX_LOG_ERROR);
+        quiet = 1;
+    }
+    if (size == 0)
+        return 0;
+    static const uint32_t maxp[] = { 0, 48, 1024, 1u << 20 };
+    uint8_t ctl = data[0];
+    uint32_t max_payload = maxp[(ctl >> 1) & 3];
+    const uint8_t *in = data + 1;
+    size_t n = size - 1;
+
+    /* a copy of exactly n bytes (ASan sees any overread); CRCs maybe fixed */
+    uint8_t *stream = malloc(n ? n : 1), *rx = malloc(n ? n : 1);
+    if (!stream || !rx)
+        abort();
+    memcpy(stream, in, n);
+    if (ctl & 1)
+        repair_crcs(stream, n);
+
+    phx_auth_t *a = NULL;
+    static const uint8_t secret[] = "fuzz-secret";
+    if (phx_auth_create(secret, sizeof secret - 1, 0, 1, 1, -1, &a) != PHX_OK)
+        abort();
+    uint8_t hello[PHX_AUTH_HELLO_LEN];
+    CHECK(phx_auth_hello(a, hello, sizeof hello) == PHX_AUTH_HELLO_LEN);
+
+    uint32_t rs = 0x9E3779B9u * ((ctl >> 3) + 1u);
+    size_t fed = 0, have = 0, consumed = 0;
+    int closed = 0;
+    while (!closed && fed < n) {
+        rs = rs * 1103515245u + 12345u;
+        size_t c = 1 + (rs >> 16) % 97;
+        if (c > n - fed)
+            c = n - fed;
+        memcpy(rx + have, stream + fed, c);
+        have += c;
+        fed += c;
+        for (;;) {
+            phx_frame_hdr_t h;
+            const char *why = NULL;
+            size_t avail = have - consumed;
+            int rc = phx_frame_decode(rx + consumed, avail, max_payload, &h, &why);
+            if (rc == PHX_ETRUNC) {
+                CHECK(why && why[0] == '\0');
+                if (avail >= PHX_FRAME_HDR)
+                    CHECK(PHX_FRAME_HDR + (size_t)h.len > avail && h.len <= max_payload);
+                break;
+            }
+            if (rc < 0) {
+                CHECK(rc == PHX_EPROTO || rc == PHX_EVERSION || rc == PHX_ECHECKSUM);
+                CHECK(why && why[0] != '\0');
+                closed = 1;
+                break;
+            }
+            CHECK((size_t)rc <= avail && (size_t)rc == PHX_FRAME_HDR + (size_t)h.len);
+            CHECK(h.len <= max_payload && phx_frame_type_valid(h.type));
+            uint8_t re[PHX_FRAME_HDR];
+            phx_frame_hdr_t copy = h;
+            phx_frame_encode(re, &copy, rx + consumed + PHX_FRAME_HDR);
+            CHECK(memcmp(re, rx + consumed, PHX_FRAME_HDR) == 0 && copy.crc == h.crc);
+            feed_auth(a, &h, rx + consumed + PHX_FRAME_HDR);
+            consumed += (size_t)rc;
+        }
+    }
+    phx_auth_destroy(a);
+
+    /* the handshake decoders on the raw bytes, regardless of framing */
+    phx_auth_hello_t hh;
+    (void)phx_auth_hello_parse(in, n, &hh);
+    if (phx_auth_create(secret, sizeof secret - 1, 7, 1, 1, -1, &a) == PHX_OK) {
+        uint8_t out[PHX_AUTH_MAC_LEN];
+        CHECK(phx_auth_hello(a, hello, sizeof hello) == PHX_AUTH_HELLO_LEN);
+        size_t hl = n < PHX_AUTH_HELLO_LEN ? n : PHX_AUTH_HELLO_LEN;
+        if (phx_auth_on_hello(a, in, ctl & 0x80 ? hl : n, out, sizeof out) == PHX_AUTH_MAC_LEN)
+            CHECK(phx_auth_on_auth(a, in + hl, n - hl) == PHX_EAUTH);
+        phx_auth_destroy(a);
+    }
+    free(stream);
+    free(rx);
+    return 0;
+}
