@@ -52,6 +52,7 @@ struct th_sim {
     uint64_t next_token;
     int budget;
     int failed;
+    int owed;                  /* failure notices not yet delivered */
     int *kill_done;
     th_result_t res;
 };
@@ -128,7 +129,7 @@ static th_msg_t *msg_new(th_sim_t *s, int primary, int depth, const void *d, siz
 {
     th_msg_t *m = malloc(sizeof *m + len);
     if (!m) {
-        fail(s, "out of memory", 0, 0);
+        fail(s, "out of memory");
         return NULL;
     }
     m->primary = primary;
@@ -301,7 +302,7 @@ static void run_task(th_sim_t *s, th_node_t *nd, int depth)
     case TH_WL_WALK:
         if (depth < 0)       /* a side leaf spawned by the token */
             break;
-        if (rndf(s) < 0.1 && take(s))
+        if (rndf(s) < s->cfg.qb && take(s))
             emit(s, nd, r, -1);
         if (take(s))
             emit(s, nd, s->cfg.wl == TH_WL_RING ? (r + 1) % n : rndn(s, n), depth + 1);
@@ -330,6 +331,11 @@ static void kill_node(th_sim_t *s, int r)
         return;
     nd->alive = 0;
     nd->nwait = nd->nlocal = nd->nheld = 0;
+    for (int x = 0; x < s->n; x++)
+        if (nd->notice[x]) {
+            nd->notice[x] = 0;
+            s->owed--;
+        }
     for (int d = 0; d < s->n; d++) {
         th_chan_t *c = &s->ch[r * s->n + d];
         th_msg_t **pp = &c->head, *last = NULL;
@@ -351,8 +357,10 @@ static void kill_node(th_sim_t *s, int r)
             s->ch[lastid].ready_idx = c->ready_idx;
             c->ready_idx = -1;
         }
-        if (d != r && s->node[d].alive)
+        if (d != r && s->node[d].alive && !s->node[d].notice[r]) {
             s->node[d].notice[r] = 1;
+            s->owed++;
+        }
     }
 }
 
@@ -436,7 +444,7 @@ int th_step(th_sim_t *s)
         if (!nd->alive)
             continue;
         nwork += (nd->nwait > 0) + (nd->nlocal > 0);
-        for (int r = 0; r < n; r++)
+        for (int r = 0; s->owed && r < n; r++)
             nnot += nd->notice[r] && !s->ch[r * n + i].head;
     }
     int total = s->nready + nwork + nnot;
@@ -508,6 +516,7 @@ int th_step(th_sim_t *s)
             for (int r = 0; r < n; r++)
                 if (nd->notice[r] && !s->ch[r * n + i].head && pick-- == 0) {
                     nd->notice[r] = 0;
+                    s->owed--;
                     ops->on_failure(nd->st, r);
                     goto done;
                 }

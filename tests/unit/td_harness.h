@@ -56,8 +56,8 @@ typedef enum {
     TH_WL_TREE,    /* random spawn tree: 0..3 successors, random nodes */
     TH_WL_CHAIN,   /* one successor per task, random node */
     TH_WL_FANOUT,  /* bursts to every node, some receivers fan out again */
-    TH_WL_RING,    /* token ring r -> r+1, q_b = 0.1 local side leaves */
-    TH_WL_WALK,    /* random walk: token to a uniform node, q_b = 0.1 */
+    TH_WL_RING,    /* token ring r -> r+1, local side leaves w.p. cfg.qb */
+    TH_WL_WALK,    /* random walk: token to a uniform node, same q_b */
     TH_WL_COUNT
 } th_workload_t;
 
@@ -69,6 +69,7 @@ typedef struct th_cfg {
     uint64_t seed;
     th_workload_t wl;
     int budget;                /* tasks the workload may create (>= 1) */
+    double qb;                 /* RING/WALK branching probability (001: 0.1) */
     int live_all;              /* every live node must declare */
     uint64_t max_steps;        /* 0: 2,000,000 */
     int nkill;

@@ -1,0 +1,76 @@
+#!/bin/sh
+# Phalanx build entry point.
+#   ./build.sh              install missing packages, build, run apps/ring on 4 local nodes
+#   ./build.sh test         build and run every test (unit + integration)
+#   ./build.sh test --asan  the same under AddressSanitizer + UBSan
+#   ./build.sh test --tsan  the same under ThreadSanitizer
+#   ./build.sh bench        run the benchmarks (tools/bench/bench.sh)
+#   ./build.sh build        build only
+set -eu
+cd "$(dirname "$0")"
+
+PKGS="build-essential cmake pkg-config libuv1-dev libjemalloc-dev liburcu-dev libssl-dev libcmocka-dev python3 clang"
+
+install_missing() {
+    missing=""
+    for p in $PKGS; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+    done
+    [ -z "$missing" ] && return 0
+    echo "build.sh: installing:$missing"
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    else
+        echo "build.sh: missing Debian packages:$missing" >&2
+        echo "build.sh: install them as root: apt-get install$missing" >&2
+        exit 1
+    fi
+}
+
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+build() {   # build DIR [cmake args...]
+    dir=$1; shift
+    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+    cmake --build "$dir" -j"$JOBS"
+}
+
+cmd=${1:-run}
+[ $# -gt 0 ] && shift
+install_missing
+case "$cmd" in
+run)
+    build build
+    echo "== apps/ring on 4 local nodes =="
+    build/bin/phx run -n 4 build/bin/ring 1000
+    ;;
+build)
+    build build
+    ;;
+test)
+    dir=build; san=""
+    case "${1:-}" in
+    --asan) dir=build-asan; san=asan ;;
+    --tsan) dir=build-tsan; san=tsan ;;
+    "") ;;
+    *) echo "usage: ./build.sh test [--asan|--tsan]" >&2; exit 2 ;;
+    esac
+    build "$dir" -DPHX_SANITIZE="$san"
+    cd "$dir"
+    # ASan: leaks are errors; TSan: the whole suite runs, reports fail a test.
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
+    ctest --output-on-failure --timeout 600 -j1
+    ;;
+bench)
+    build build
+    exec tools/bench/bench.sh build "$@"
+    ;;
+*)
+    echo "usage: ./build.sh [run|build|test [--asan|--tsan]|bench]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,143 @@
+/* rawtcp: the baseline Phalanx is measured against. Two processes on
+ * loopback, plain TCP, no framing beyond what each mode needs.
+ * Usage: rawtcp lat|rate|bw [--spin] [N] [SIZE]
+ *   lat:  SIZE-byte round trips (blocking reads, or non-blocking spinning
+ *         reads with --spin), prints the median round trip;
+ *   rate: N SIZE-byte messages, one write each, then a 1-byte ack;
+ *   bw:   N SIZE-byte messages, then a 1-byte ack.
+ * Output matches apps/pingpong so tools/bench/bench.sh can compare them. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int spin;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+    perror(what);
+    exit(1);
+}
+
+static void read_full(int fd, void *p, size_t n)
+{
+    while (n) {
+        ssize_t r = recv(fd, p, n, spin ? MSG_DONTWAIT : 0);
+        if (r > 0) {
+            p = (char *)p + r;
+            n -= (size_t)r;
+        } else if (r == 0) {
+            fprintf(stderr, "rawtcp: peer closed\n");
+            exit(1);
+        } else if (errno != EAGAIN && errno != EINTR) {
+            die("recv");
+        }
+    }
+}
+
+static void write_full(int fd, const void *p, size_t n)
+{
+    while (n) {
+        ssize_t r = send(fd, p, n, 0);
+        if (r > 0) {
+            p = (const char *)p + r;
+            n -= (size_t)r;
+        } else if (errno != EAGAIN && errno != EINTR) {
+            die("send");
+        }
+    }
+}
+
+static int cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    int ai = 1;
+    if (argc < 2) {
+        fprintf(stderr, "usage: rawtcp lat|rate|bw [--spin] [N] [SIZE]\n");
+        return 2;
+    }
+    const char *mode = argv[ai++];
+    if (ai < argc && !strcmp(argv[ai], "--spin")) {
+        spin = 1;
+        ai++;
+    }
+    int bw = !strcmp(mode, "bw"), lat = !strcmp(mode, "lat");
+    uint64_t n = ai < argc ? strtoull(argv[ai++], NULL, 10) : (lat ? 20000 : bw ? 2000 : 2000000);
+    size_t size = ai < argc ? strtoul(argv[ai++], NULL, 10) : (bw ? 1u << 20 : 8);
+    if (!n || !size)
+        return 2;
+
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t sl = sizeof sa;
+    if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof sa) || listen(ls, 1) ||
+        getsockname(ls, (struct sockaddr *)&sa, &sl))
+        die("listen");
+    char *buf = calloc(1, size);
+    int one = 1;
+    pid_t pid = fork();
+    if (pid == 0) {   /* server: echo for lat, sink for rate/bw */
+        int fd = accept(ls, NULL, NULL);
+        if (fd < 0)
+            die("accept");
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        for (uint64_t i = 0; i < n; i++) {
+            read_full(fd, buf, size);
+            if (lat)
+                write_full(fd, buf, size);
+        }
+        if (!lat)
+            write_full(fd, "k", 1);
+        _exit(0);
+    }
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa))
+        die("connect");
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    uint64_t t0 = now_ns();
+    if (lat) {
+        uint64_t *rtt = calloc(n, sizeof *rtt);
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t t = now_ns();
+            write_full(fd, buf, size);
+            read_full(fd, buf, size);
+            rtt[i] = now_ns() - t;
+        }
+        qsort(rtt, n, sizeof *rtt, cmp);
+        printf("rawtcp%s lat size=%zu n=%llu median_us=%.2f p10_us=%.2f p90_us=%.2f\n", spin ? "-spin" : "",
+               size, (unsigned long long)n, rtt[n / 2] / 1e3, rtt[n / 10] / 1e3, rtt[n * 9 / 10] / 1e3);
+        free(rtt);
+    } else {
+        for (uint64_t i = 0; i < n; i++)
+            write_full(fd, buf, size);
+        read_full(fd, buf, 1);
+        double el = (double)(now_ns() - t0) / 1e9;
+        if (bw)
+            printf("rawtcp bw size=%zu n=%llu MiB_per_s=%.1f\n", size, (unsigned long long)n,
+                   (double)n * (double)size / el / (1 << 20));
+        else
+            printf("rawtcp rate size=%zu n=%llu msgs_per_s=%.0f\n", size, (unsigned long long)n, (double)n / el);
+    }
+    waitpid(pid, NULL, 0);
+    free(buf);
+    return 0;
+}
