@@ -50,19 +50,50 @@ int phx_tid_home(phx_tid_t tid) { return (int)(tid >> 48) - 1; }
 
 /* ---- termination detector glue (comm thread) --------------------------- */
 
+typedef struct td_self {
+    struct td_self *next;
+    size_t len;
+    uint8_t data[];
+} td_self_t;
+
 static void td_send(void *ctx, int dst, const void *msg, size_t len)
 {
     phx_node_t *n = ctx;
     phx_frame_hdr_t h = { .type = PHX_FT_TD, .src = (uint64_t)n->rank, .dst = (uint64_t)dst };
     PHX_CNT_ADD(n->td_ctrl_sent, 1);
     if (dst == n->rank) {
-        /* Self-sends are rare (root bookkeeping); deliver synchronously. */
-        n->td->on_ctrl(n->td_st, dst, msg, len);
+        /* Deferred: re-entering the state machine from its own callback
+         * would break its invariants. td_flush_self delivers these. */
+        td_self_t *x = malloc(sizeof *x + len);
+        if (!x) {
+            PHX_ERROR("td", "out of memory for a self-addressed control message");
+            phx_node_exit(n, 1, 1);
+            return;
+        }
+        x->next = NULL;
+        x->len = len;
+        memcpy(x->data, msg, len);
+        *n->td_self_tail = x;
+        n->td_self_tail = &x->next;
         return;
     }
     int rc = phx_net_send(n->net, dst, &h, NULL, 0, msg, len, 0);
     if (rc)
         PHX_DEBUG("td", "control message to rank %d not sent: %s", dst, phx_strerror(rc));
+}
+
+/* Delivers the detector's messages to itself, in order, after the call that
+ * produced them has returned. */
+static void td_flush_self(phx_node_t *n)
+{
+    while (n->td_self && !atomic_load(&n->stopping)) {
+        td_self_t *x = n->td_self;
+        n->td_self = x->next;
+        if (!n->td_self)
+            n->td_self_tail = &n->td_self;
+        n->td->on_ctrl(n->td_st, n->rank, x->data, x->len);
+        free(x);
+    }
 }
 
 static void td_declare(void *ctx)
@@ -91,8 +122,6 @@ static void td_release(void *ctx, uint64_t token, const uint8_t *pb)
     phx_map_del(&n->td_held, token);
     send_primary(n, m, pb);
     phx_msg_free(m);
-    if (atomic_fetch_sub(&n->work, 1) == 1)
-        uv_async_send(&n->async);
 }
 
 /* Reports remote messages the workers finished, then idleness. */
@@ -100,12 +129,16 @@ static void td_poll(phx_node_t *n)
 {
     if (!n->td || atomic_load(&n->stopping))
         return;
+    td_flush_self(n);
+    int ended = 0;
     for (int s = 0; s < n->size; s++) {
         uint64_t k = atomic_exchange_explicit(&n->processed[s], 0, memory_order_acquire);
+        ended |= k != 0;
         while (k--)
             n->td->on_processed(n->td_st, s);
     }
-    if (n->td_busy && atomic_load(&n->work) == 0) {
+    /* Messages gathered in this read but not yet handed over are work too. */
+    if (n->td_busy && n->batch_pending == 0 && atomic_load(&n->work) == 0) {
         /* Zero work is stable here (only this thread raises it), but a
          * worker may have counted a message between the harvest and the
          * load: harvest once more so on_processed precedes on_idle. */
@@ -115,8 +148,15 @@ static void td_poll(phx_node_t *n)
                 n->td->on_processed(n->td_st, s);
         }
         n->td_busy = 0;
+        n->td_held_new = 0;
         n->td->on_idle(n->td_st);
+    } else if ((ended || n->td_held_new) && n->td->on_task_done) {
+        /* Work ended but the node is still busy: a detector that batches a
+         * task's sends (CDA) releases them here. */
+        n->td_held_new = 0;
+        n->td->on_task_done(n->td_st);
     }
+    td_flush_self(n);
 }
 
 /* ---- outgoing ---------------------------------------------------------- */
@@ -151,24 +191,37 @@ static void drain_outbox(phx_node_t *n)
         } else {
             m->hdr.type = m->kind == PHX_MK_SPAWN ? PHX_FT_SPAWN : PHX_FT_APP;
             uint8_t pb[PHX_TD_PB_MAX] = {0};
-            int rc = n->td ? n->td->on_send(n->td_st, m->peer, (uint64_t)(uintptr_t)m, pb) : 0;
-            if (rc == PHX_TD_DELAY) {
-                uint64_t *slot = phx_map_put(&n->td_held, (uint64_t)(uintptr_t)m);
-                if (slot) {
-                    *slot = (uint64_t)(uintptr_t)m;
-                    held = 1;
+            int rc = 0;
+            if (n->td) {
+                uint64_t token = (uint64_t)(uintptr_t)m;
+                uint64_t *slot = phx_map_put(&n->td_held, token);
+                if (!slot) {
+                    PHX_ERROR("td", "out of memory tracking a primary message");
+                    phx_node_exit(n, 1, 1);
                 } else {
-                    PHX_ERROR("td", "out of memory holding a delayed message");
+                    *slot = token;
+                    rc = n->td->on_send(n->td_st, m->peer, token, pb);
+                    if (rc == PHX_TD_DELAY) {
+                        /* The detector owns it now and releases it through
+                         * td_release; it no longer counts as local work. */
+                        held = 1;
+                        n->td_held_new = 1;
+                        atomic_fetch_sub(&n->work, 1);
+                    }
+                    else
+                        phx_map_del(&n->td_held, token);
                 }
-            } else {
-                send_primary(n, m, pb);
             }
+            if (!held)
+                send_primary(n, m, pb);
         }
         if (!held) {
             phx_msg_free(m);
             atomic_fetch_sub(&n->work, 1);
         }
     }
+    if (n->td)
+        td_flush_self(n);
 }
 
 /* ---- incoming ---------------------------------------------------------- */
@@ -207,7 +260,7 @@ static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_
             n->td_busy = 1;
             n->td->on_recv(n->td_st, peer, payload);
         }
-        phx_node_enqueue_local(n, m);
+        phx_node_batch_add(n, m);
         return;
     }
     case PHX_FT_CTRL:
@@ -221,7 +274,7 @@ static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_
         if (n->td) {
             if (n->td->on_ctrl(n->td_st, peer, payload, h->len) < 0)
                 phx_net_close_peer(n->net, peer, "malformed termination-detection message");
-            td_poll(n);
+            td_poll(n);   /* also flushes self-sends */
             return;
         }
         break;
@@ -230,6 +283,14 @@ static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_
     }
     PHX_WARN("node", "unexpected %s frame (tag %u) from rank %d ignored",
              phx_frame_type_name(h->type), h->tag, peer);
+}
+
+static void on_read_end(void *ctx)
+{
+    phx_node_t *n = ctx;
+    phx_node_batch_flush(n);
+    if (n->td)
+        td_flush_self(n);
 }
 
 static void on_drain(void *ctx, int peer, uint64_t charge)
@@ -264,8 +325,10 @@ static void on_all_up(void *ctx)
 {
     phx_node_t *n = ctx;
     PHX_INFO("node", "all %d peers connected", n->size - 1);
-    if (n->td)
+    if (n->td) {
         n->td->start(n->td_st, n->rank == 0);
+        td_flush_self(n);
+    }
     if (n->rank == 0) {
         n->td_busy = 1;
         phx_msg_t *m = phx_msg_alloc(n->main_len);
@@ -453,7 +516,12 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     n->peer_out = calloc((size_t)n->size, sizeof *n->peer_out);
     n->nworkers = n->cfg.workers;
     n->workers = calloc((size_t)n->nworkers, sizeof *n->workers);
-    if (!n->pool || !n->processed || !n->peer_out || !n->workers) {
+    n->batch_h = calloc((size_t)n->nworkers, sizeof *n->batch_h);
+    n->batch_t = calloc((size_t)n->nworkers, sizeof *n->batch_t);
+    n->batch_n = calloc((size_t)n->nworkers, sizeof *n->batch_n);
+    n->batch_touched = calloc((size_t)n->nworkers, sizeof *n->batch_touched);
+    if (!n->pool || !n->processed || !n->peer_out || !n->workers || !n->batch_h || !n->batch_t ||
+        !n->batch_n || !n->batch_touched) {
         fprintf(stderr, "phalanx: out of memory\n");
         return 1;
     }
@@ -461,6 +529,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     pthread_cond_init(&n->bp_cond, NULL);
     cds_wfcq_init(&n->oh, &n->ot);
     phx_map_init(&n->td_held);
+    n->td_self_tail = &n->td_self;
 
     uv_loop_init(&n->loop);
     uv_async_init(&n->loop, &n->async, on_async);
@@ -473,6 +542,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
 
     for (int i = 0; i < n->nworkers; i++) {
         phx_worker_t *w = &n->workers[i];
+        cds_wfcq_init(&n->batch_h[i], &n->batch_t[i]);
         w->node = n;
         w->id = i;
         w->ctx.w = w;
@@ -487,7 +557,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     }
 
     phx_net_cb_t cb = { .ctx = n, .on_frame = on_frame, .on_peer_down = on_peer_down,
-                        .on_all_up = on_all_up, .on_drain = on_drain, .on_fatal = on_fatal };
+                        .on_all_up = on_all_up, .on_drain = on_drain, .on_read_end = on_read_end, .on_fatal = on_fatal };
     rc = phx_net_start(&n->loop, &n->cfg, secret, slen, n->inc, &cb, &n->net);
     memset(secret, 0, sizeof secret);
     if (rc) {
@@ -520,8 +590,16 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
         if (n->td_held.keys[i])
             phx_msg_free((phx_msg_t *)(uintptr_t)n->td_held.vals[i]);
     phx_map_free(&n->td_held);
-    for (int i = 0; i < n->nworkers; i++)
+    while (n->td_self) {
+        td_self_t *x = n->td_self;
+        n->td_self = x->next;
+        free(x);
+    }
+    for (int i = 0; i < n->nworkers; i++) {
+        while ((qn = __cds_wfcq_dequeue_blocking(&n->batch_h[i], &n->batch_t[i])))
+            phx_msg_free(caa_container_of(qn, phx_msg_t, qn));
         free_worker_state(&n->workers[i]);
+    }
     for (int i = 0; i < n->nworkers; i++)
         phx_pool_destroy(n->workers[i].pool);
     if (n->td)
@@ -529,7 +607,15 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     phx_net_free(n->net);
     uv_loop_close(&n->loop);
     phx_pool_destroy(n->pool);
+    for (int i = 0; i < n->nworkers; i++) {
+        free(n->workers[i].processed);
+        free(n->workers[i].touched);
+    }
     free(n->workers);
+    free(n->batch_h);
+    free(n->batch_t);
+    free(n->batch_n);
+    free(n->batch_touched);
     free(n->processed);
     free(n->peer_out);
     phx_config_free(&n->cfg);

@@ -68,6 +68,8 @@ struct phx_worker {
     phx_map_t pending;          /* tid -> chain of messages that beat the spawn */
     phx_map_t gone;             /* tids of finished tasks: late messages drop */
     struct phx_ctx ctx;
+    uint64_t *processed;        /* per source node, this batch (worker only) */
+    int *touched, ntouched;
     /* counters: written by this worker, read by anyone (relaxed) */
     _Atomic uint64_t n_deliveries, n_tasks, n_reordered, n_sent, n_bytes_sent, n_hook;
 };
@@ -102,8 +104,16 @@ struct phx_node {
 
     const phx_td_ops_t *td;     /* comm thread only */
     void *td_st;
-    int td_busy;
+    int td_busy, td_held_new;
     phx_map_t td_held;          /* token -> msg delayed by the detector */
+    struct td_self *td_self, **td_self_tail;  /* self-addressed control messages */
+    /* Inbound messages gathered during one read, handed to each worker with
+     * one splice (comm thread only). */
+    struct cds_wfcq_head *batch_h;
+    struct cds_wfcq_tail *batch_t;
+    int64_t *batch_n;
+    int *batch_touched, batch_ntouched;
+    int64_t batch_pending;
     /* written by the comm thread only, read by anyone (relaxed) */
     _Atomic uint64_t td_ctrl_sent, msgs_recv, bytes_recv;
 
@@ -121,6 +131,10 @@ extern phx_node_t *phx_node_current;
 
 /* Any thread: hands m to the worker that owns its destination task. */
 void phx_node_enqueue_local(phx_node_t *n, phx_msg_t *m);
+/* Comm thread: queue an inbound message for its worker; flush hands every
+ * queued message over (one splice and at most one wake-up per worker). */
+void phx_node_batch_add(phx_node_t *n, phx_msg_t *m);
+void phx_node_batch_flush(phx_node_t *n);
 /* Worker thread: hands m to the comm thread. */
 void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m);
 /* Worker entry point. */

@@ -23,17 +23,45 @@ static void futex_wake(_Atomic uint32_t *w)
     syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-void phx_node_enqueue_local(phx_node_t *n, phx_msg_t *m)
+static void wake(phx_worker_t *w)
 {
-    phx_worker_t *w = &n->workers[phx_worker_of(n, m->hdr.dst)];
-    atomic_fetch_add_explicit(&n->work, 1, memory_order_relaxed);
-    cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
     /* Dekker pairing with the worker's sleeping=1 then re-check: one of us
      * sees the other's write. */
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&w->sleeping, memory_order_relaxed) &&
         atomic_exchange(&w->sleeping, 0))
         futex_wake(&w->sleeping);
+}
+
+void phx_node_enqueue_local(phx_node_t *n, phx_msg_t *m)
+{
+    phx_worker_t *w = &n->workers[phx_worker_of(n, m->hdr.dst)];
+    atomic_fetch_add_explicit(&n->work, 1, memory_order_relaxed);
+    cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
+    wake(w);
+}
+
+void phx_node_batch_add(phx_node_t *n, phx_msg_t *m)
+{
+    int i = phx_worker_of(n, m->hdr.dst);
+    if (!n->batch_n[i]++)
+        n->batch_touched[n->batch_ntouched++] = i;
+    n->batch_pending++;
+    cds_wfcq_enqueue(&n->batch_h[i], &n->batch_t[i], &m->qn);
+}
+
+void phx_node_batch_flush(phx_node_t *n)
+{
+    for (int k = 0; k < n->batch_ntouched; k++) {
+        int i = n->batch_touched[k];
+        phx_worker_t *w = &n->workers[i];
+        atomic_fetch_add_explicit(&n->work, n->batch_n[i], memory_order_relaxed);
+        __cds_wfcq_splice_blocking(&w->ih, &w->it, &n->batch_h[i], &n->batch_t[i]);
+        n->batch_n[i] = 0;
+        wake(w);
+    }
+    n->batch_ntouched = 0;
+    n->batch_pending = 0;
 }
 
 void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m)
@@ -46,9 +74,9 @@ void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m)
 
 /* A unit of work finished; the last one wakes the comm thread to look at
  * idleness (termination detection). */
-static void work_done(phx_node_t *n)
+static void work_done(phx_node_t *n, int64_t k)
 {
-    if (atomic_fetch_sub_explicit(&n->work, 1, memory_order_acq_rel) == 1 && !n->cfg.busy_poll)
+    if (atomic_fetch_sub_explicit(&n->work, k, memory_order_acq_rel) == k && !n->cfg.busy_poll)
         uv_async_send(&n->async);
 }
 
@@ -244,7 +272,9 @@ void *phx_worker_main(void *arg)
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals belong to the comm thread */
     w->pool = phx_pool_create();
-    if (!w->pool) {
+    w->processed = calloc((size_t)n->size, sizeof *w->processed);
+    w->touched = calloc((size_t)n->size, sizeof *w->touched);
+    if (!w->pool || !w->processed || !w->touched) {
         PHX_ERROR("worker", "out of memory");
         abort();
     }
@@ -267,6 +297,10 @@ void *phx_worker_main(void *arg)
         }
         spins = 0;
         __cds_wfcq_splice_blocking(&lh, &lt, &w->ih, &w->it);
+        /* Counters are settled once per batch: one atomic each instead of
+         * one per message keeps the cache lines from bouncing. Finishing the
+         * batch before decrementing `work` only delays idleness. */
+        int64_t handled = 0;
         struct cds_wfcq_node *qn;
         while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
             phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
@@ -288,9 +322,18 @@ void *phx_worker_main(void *arg)
                 PHX_ERROR("worker", "unexpected message kind %u", m->kind);
                 phx_msg_free(m);
             }
-            if (src_node >= 0 && src_node != n->rank)
-                atomic_fetch_add_explicit(&n->processed[src_node], 1, memory_order_release);
-            work_done(n);
+            if (src_node >= 0 && src_node != n->rank) {
+                if (!w->processed[src_node]++)
+                    w->touched[w->ntouched++] = src_node;
+            }
+            handled++;
         }
+        for (int i = 0; i < w->ntouched; i++) {
+            int s = w->touched[i];
+            atomic_fetch_add_explicit(&n->processed[s], w->processed[s], memory_order_release);
+            w->processed[s] = 0;
+        }
+        w->ntouched = 0;
+        work_done(n, handled);
     }
 }

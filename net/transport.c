@@ -345,10 +345,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
             conn_close(c, reason);
             return;
         }
-        if (handle_frame(c, &h, c->rbuf.data + off + PHX_FRAME_HDR) < 0)
+        if (handle_frame(c, &h, c->rbuf.data + off + PHX_FRAME_HDR) < 0) {
+            if (n->cb.on_read_end)
+                n->cb.on_read_end(n->cb.ctx);
             return;
+        }
         off += (size_t)r;
     }
+    if (n->cb.on_read_end)
+        n->cb.on_read_end(n->cb.ctx);
     if (off) {
         memmove(c->rbuf.data, c->rbuf.data + off, c->rbuf.len - off);
         c->rbuf.len -= off;

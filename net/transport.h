@@ -37,6 +37,8 @@ typedef struct phx_net_cb {
     void (*on_peer_up)(void *ctx, int peer, uint32_t inc);
     /* Connection to an up peer ended. graceful: it sent BYE first. */
     void (*on_peer_down)(void *ctx, int peer, int graceful, const char *why);
+    /* End of one read's worth of frames (lets the node batch hand-offs). */
+    void (*on_read_end)(void *ctx);
     /* Every peer is up (once). */
     void (*on_all_up)(void *ctx);
     /* charge units given to phx_net_send for this peer have left the buffer. */

@@ -11,7 +11,7 @@
  * on_failure / revoke / shrink. `send` may be called at any point of a call;
  * decided / shrunk / revoked are queued and delivered at the end of the
  * outermost call, so they MAY re-enter the instance (e.g. start the next
- * agreement from `decided`).
+ * agreement from `decided`), but must not destroy it.
  *
  * Model the runtime must provide (seed 002_*, "Formal Framework"):
  *  - FIFO, lossless links per pair while both ends live;
@@ -69,7 +69,8 @@ typedef struct phx_ft_era_env {
      *   rc     = PHX_OK, or PHX_EPROCFAIL if `failed` holds a rank that not
      *            every contributor had acknowledged (phx_ft_ulfm_failure_ack)
      *            before starting.
-     * Pointers are valid during the call only. Required. */
+     * Pointers are valid during the call only. Not called for shrink
+     * agreements (see shrunk). Required. */
     void (*decided)(void *ctx, uint64_t gid, uint64_t aid,
                     const phx_ft_era_value_t *value,
                     const phx_ft_rankset_t *failed, int rc);

@@ -226,7 +226,7 @@ uint64_t phx_ft_ulfm_shrink_gid(uint64_t gid, uint64_t aid)
 
 int phx_ft_ulfm_shrink(phx_ft_era_t *era, phx_ft_group_t *g, uint64_t aid)
 {
-    if (!era || !g || g->era != era)
+    if (!era || !g || g->era != era || !era->env.shrunk)
         return PHX_EINVAL;
     phx_ft_era_value_t v;
     memset(&v, 0, sizeof v);

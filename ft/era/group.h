@@ -47,7 +47,7 @@ int phx_ft_ulfm_is_revoked(const phx_ft_group_t *g);
  * known-dead members (OR). On decision every survivor creates the same new
  * group -- members of g minus the agreed dead set, id derived from (gid, aid)
  * -- and env->shrunk fires. Works on revoked groups. Returns as
- * phx_ft_era_start. */
+ * phx_ft_era_start (PHX_EINVAL also when env->shrunk is NULL). */
 int phx_ft_ulfm_shrink(phx_ft_era_t *era, phx_ft_group_t *g, uint64_t aid);
 /* Id of the group shrink (gid, aid) creates. */
 uint64_t phx_ft_ulfm_shrink_gid(uint64_t gid, uint64_t aid);

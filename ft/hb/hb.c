@@ -1,3 +1,11 @@
+/* Wire format (little endian, lengths exact, see README.md):
+ *   header  u8 version=1, u8 type, u16 0, u32 sender, u32 incarnation, u32 nranks
+ *   HEARTBEAT, NEWOBSERVER   header
+ *   YOU_ARE_DEAD             header, u32 target, u32 target incarnation
+ *   BCASTMSG                 header, u32 origin, u32 seq, u32 dead, u8 cube,
+ *                            u8 tree, u16 0, u32 ndead, u32 D[ndead] ascending
+ * The sender field must equal the transport's source rank and nranks our
+ * group size, so a frame routed to the wrong group or rank is rejected. */
 #include "ft/hb/hb.h"
 
 #include <stdlib.h>

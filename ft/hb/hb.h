@@ -1,10 +1,11 @@
 /* Ring heartbeat failure detector (seed 002_*, tasks T1-T5, FindEmitter)
  * with failure propagation by the reliable hypercube broadcast (bcast.h).
  *
- * Pure state machine: no sockets, threads, allocation after create, or clock
- * reads. Time is the caller's monotonic now_ns. One instance per node, owned
- * by the runtime's communication thread; no call is thread-safe, and no
- * callback may re-enter the instance.
+ * Pure state machine: no sockets, threads or clock reads; after create it
+ * allocates only one topology per new broadcast. Time is the caller's
+ * monotonic now_ns. One instance per node, owned by the runtime's
+ * communication thread; no call is thread-safe. Callbacks may use the const
+ * getters (state may be mid-update) but must not call anything else here.
  *
  * Driving it (see README.md):
  *   create() once; start(now) after the bootstrap barrier;
@@ -109,8 +110,9 @@ int phx_ft_hb_tick(phx_ft_hb_t *hb, uint64_t now_ns);
 
 /* One received HB-protocol message. Returns 0 (also for messages dropped on
  * purpose: duplicates, old incarnations, strays), PHX_EPROTO for malformed
- * input (state unchanged, nothing sent), PHX_EFENCED when fenced, now or
- * before. A message from a rank in D is answered with YOU_ARE_DEAD. */
+ * input (state unchanged, nothing sent), PHX_ENOMEM (state unchanged; the
+ * runtime may retry or treat the link as broken), PHX_EFENCED when fenced,
+ * now or before. A message from a rank in D is answered with YOU_ARE_DEAD. */
 int phx_ft_hb_on_msg(phx_ft_hb_t *hb, int src, unsigned type, const void *buf, size_t len,
                      uint64_t now_ns);
 
@@ -118,8 +120,10 @@ int phx_ft_hb_on_msg(phx_ft_hb_t *hb, int src, unsigned type, const void *buf, s
  * itself, so all survivors still decide through the same protocol path:
  * if rank is our emitter, its silence deadline moves to now + hint_grace
  * (never later than it was) and T3 decides as usual; otherwise the hint is
- * ignored, because only a rank's observer may declare it. Returns 1 if the
- * timer moved, 0 if ignored, PHX_EINVAL on a bad rank, PHX_EFENCED. */
+ * ignored, because only a rank's observer may declare it. Call it after the
+ * bytes received on the broken connection went through on_msg: a heartbeat
+ * processed after the hint re-arms delta as usual. Returns 1 if the timer
+ * moved, 0 if ignored, PHX_EINVAL on a bad rank, PHX_EFENCED. */
 int phx_ft_hb_suspect(phx_ft_hb_t *hb, int rank, uint64_t now_ns);
 
 /* Dead-set queries. Valid any time, also after fencing. */

@@ -251,7 +251,7 @@ static int cda_on_ctrl(void *st, int src, const void *msg, size_t len)
     }
     if (len == 1 && m[0] == PHX_TDC_BORROW && agent) {
         if (c->done)
-            return PHX_EPROTO;
+            return 0;   /* a prefetch from a node that then went idle: moot */
         c->created += c->cfg.c_init;
         uint8_t g[9] = { PHX_TDC_GRANT };
         tdff_put64(g + 1, c->cfg.c_init);

@@ -129,7 +129,7 @@ static void go_fatal(ds_t *s, int code, const char *fmt, int a, int b)
         return;
     s->terminal = 2;
     snprintf(s->why, sizeof s->why, fmt, a, b);
-    PHX_ERROR("td", "%s: %s", s->env.rank >= 0 ? "fatal" : "", s->why);
+    PHX_INFO("td", "rank %d fatal: %s", s->me, s->why);
     /* Everyone must learn it: the detecting node may be far from the root,
      * and a silent stall would look like a hang. */
     broadcast(s, M_FATAL);

@@ -16,6 +16,10 @@ typedef struct {
     int busy, sent_stop, done, dead;
     int nchild, stopped[2];
     uint64_t unacked;
+    /* RESUMEs sent or forwarded up whose ACK_T has not come back: until it
+     * does, the parent may still count us stopped, so we are not yet the
+     * "active ancestor" that may turn a child's RESUME back [R]. */
+    uint64_t resume_up;
     uint64_t stat[ST_NSTAT];
 } ed_t;
 
@@ -95,6 +99,7 @@ static void ed_on_recv(void *st, int src, const uint8_t *pb)
         /* our ancestors believe us idle: climb until one that is active
          * answers, so the sender stays un-ACKed (active) meanwhile */
         e->sent_stop = 0;
+        e->resume_up++;
         send_sr(e, M_RESUME, tdff_parent(e->env.rank), src, e->env.rank);
     } else {
         send_sr(e, M_ACK, src, src, e->env.rank);
@@ -147,16 +152,18 @@ static int ed_on_ctrl(void *st, int src, const void *msg, size_t len)
         if (child < 0 || !tdff_is_ancestor(src, r))
             return PHX_EPROTO;
         e->stopped[child] = 0;
-        if (e->sent_stop) {
+        if (e->sent_stop || e->resume_up) {
             e->sent_stop = 0;
+            e->resume_up++;
             send_sr(e, M_RESUME, tdff_parent(me), s, r);
         } else {
             send_sr(e, M_ACKT, src, s, r);
         }
         return 0;
     case M_ACKT:
-        if (src != tdff_parent(me) || !tdff_is_ancestor(me, r))
+        if (src != tdff_parent(me) || !tdff_is_ancestor(me, r) || !e->resume_up)
             return PHX_EPROTO;
+        e->resume_up--;
         /* r relays the ACK even if it stopped again meanwhile */
         if (r == me)
             send_sr(e, M_ACK, s, s, r);

@@ -52,6 +52,7 @@ struct th_sim {
     uint64_t next_token;
     int budget;
     int failed;
+    int trace;                 /* TH_TRACE set: log every event to stderr */
     int owed;                  /* failure notices not yet delivered */
     int *kill_done;
     th_result_t res;
@@ -316,8 +317,11 @@ static void after_task(th_sim_t *s, th_node_t *nd)
 {
     if (s->failed || !nd->alive)
         return;
-    if (!nd->nwait && !nd->nlocal)
+    if (!nd->nwait && !nd->nlocal) {
+        if (s->trace)
+            fprintf(stderr, "  rank %d idle\n", nd->rank);
         s->cfg.ops->on_idle(nd->st);
+    }
     else if (s->cfg.ops->on_task_done)
         s->cfg.ops->on_task_done(nd->st);
 }
@@ -382,6 +386,7 @@ int th_create(const th_cfg_t *cfg, th_sim_t **out)
     s->n = n;
     s->rng = cfg->seed * 0x2545F4914F6CDD1Dull + 1;
     s->budget = cfg->budget;
+    s->trace = getenv("TH_TRACE") != NULL;
     s->res.ok = 1;
     s->res.first_decl = -1;
     s->node = calloc((size_t)n, sizeof *s->node);
@@ -462,6 +467,10 @@ int th_step(th_sim_t *s)
     if (pick < s->nready) {
         int id = s->ready[pick], src = id / n, dst = id % n;
         th_msg_t *m = chan_pop(s, id);
+        if (s->trace)
+            fprintf(stderr, "step %llu: %d->%d %s type %d len %zu\n",
+                    (unsigned long long)s->res.steps, src, dst, m->primary ? "PRIMARY" : "ctrl",
+                    m->len ? m->data[0] : -1, m->len);
         th_node_t *nd = &s->node[dst];
         if (nd->alive) {
             if (m->primary) {
@@ -489,6 +498,9 @@ int th_step(th_sim_t *s)
             if (nd->nwait > 0 && pick-- == 0) {
                 int j = rndn(s, nd->nwait);   /* workers pick any waiting message */
                 int src = nd->wait[j].src, depth = nd->wait[j].depth;
+                if (s->trace)
+                    fprintf(stderr, "step %llu: rank %d handles msg from %d\n",
+                            (unsigned long long)s->res.steps, i, src);
                 nd->wait[j] = nd->wait[--nd->nwait];
                 nd->running = 1;
                 run_task(s, nd, depth);
@@ -500,6 +512,9 @@ int th_step(th_sim_t *s)
             }
             if (nd->nlocal > 0 && pick-- == 0) {
                 int depth = nd->local[--nd->nlocal];
+                if (s->trace)
+                    fprintf(stderr, "step %llu: rank %d runs a local task\n",
+                            (unsigned long long)s->res.steps, i);
                 nd->running = 1;
                 run_task(s, nd, depth);
                 nd->running = 0;

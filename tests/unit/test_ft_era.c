@@ -15,10 +15,13 @@
 #include <cmocka.h>
 
 #include "core/common/phx_err.h"
+#include "core/common/phx_log.h"
 #include "ft/era/era.h"
 #include "ft/era/group.h"
 
-#define MAXN 16
+#ifndef MAXN
+#define MAXN 16         /* -DMAXN=32 for one-off deeper-tree stress runs (<= 60) */
+#endif
 #define MAXK 6
 #define SLOT 512
 #define WORLD 7u
@@ -59,6 +62,9 @@ struct sim {
     int ntc[MAXN * MAXN], nntc, ntcpos[MAXN * MAXN];      /* pending notices */
     int kills_left;
     unsigned p_kill, p_send_kill;                         /* per 1000 */
+    unsigned w_msg, w_ntc, w_start;                       /* event-class weights */
+    uint8_t link_w[MAXN][MAXN];                           /* 0: uniform links */
+    bool slow_links;
     long kill_at_event[MAXN];
     long revoke_at_event[MAXN];
     int next_k[MAXN];
@@ -138,6 +144,15 @@ static void kill_node(sim_t *s, int x)
         list_del(s->ntc, &s->nntc, s->ntcpos, x * MAXN + v);
 }
 
+/* Nodes not dead nor crashing inside the current call. */
+static int alive_count(const sim_t *s)
+{
+    int c = 0;
+    for (int x = 0; x < s->n; x++)
+        c += !s->dead[x] && !s->dying[x];
+    return c;
+}
+
 static int cb_send(void *c, int dst, const void *buf, size_t len)
 {
     nctx_t *x = c;
@@ -161,7 +176,7 @@ static int cb_send(void *c, int dst, const void *buf, size_t len)
                 return 0;
         }
     }
-    if (!s->dying[src] && s->kills_left > 0 && rnd(s, 1000) < s->p_send_kill) {
+    if (!s->dying[src] && s->kills_left > 0 && rnd(s, 1000) < s->p_send_kill && alive_count(s) > 1) {
         s->kills_left--;
         s->dying[src] = true;
         if (rnd(s, 2))
@@ -258,10 +273,10 @@ static void make_contrib(sim_t *s, int x, int k, phx_ft_era_value_t *v)
     for (uint32_t i = 0; i < v->nwords; i++)
         v->w[i] = rnd64(s);
     /* A per-node marker bit makes inclusion of each contribution visible. */
-    uint64_t mark = 1ull << (x + 8 * (int)(k % 3));
+    uint64_t mark = 1ull << (x + (int)(k % 3)), low = (1ull << (MAXN + 2)) - 1;
     switch (s->op[k]) {
-    case PHX_FT_ERA_OR:  v->w[0] = (v->w[0] & ~0xffffffull) | mark; break;
-    case PHX_FT_ERA_AND: v->w[0] = (v->w[0] | 0xffffffull) & ~mark; break;
+    case PHX_FT_ERA_OR:  v->w[0] = (v->w[0] & ~low) | mark; break;
+    case PHX_FT_ERA_AND: v->w[0] = (v->w[0] | low) & ~mark; break;
     default: break;
     }
 }
@@ -306,15 +321,15 @@ static bool startable(sim_t *s, int x)
         return false;
     if (k == 0)
         return true;
-    if (s->mode == 1 && s->prog == PROG_AGREE)
-        return true;
-    if (s->dec[x][k - 1].ndec == 0)
-        return false;
-    if (s->barrier)
+    if (s->barrier) {
         for (int y = 0; y < s->n; y++)
             if (!s->dead[y] && s->dec[y][k - 1].ndec == 0)
                 return false;
-    return true;
+        return s->between_kill < 0 || s->dead[s->between_kill];
+    }
+    if (s->mode == 1 && s->prog == PROG_AGREE)
+        return true;
+    return s->dec[x][k - 1].ndec > 0;
 }
 
 static void sim_init(sim_t *s, uint64_t seed, int n, int K, unsigned arity)
@@ -357,13 +372,6 @@ static void sim_free(sim_t *s)
     }
 }
 
-static int alive_count(const sim_t *s)
-{
-    int c = 0;
-    for (int x = 0; x < s->n; x++)
-        c += !s->dead[x];
-    return c;
-}
 
 static void sim_run(sim_t *s)
 {
@@ -373,7 +381,8 @@ static void sim_run(sim_t *s)
         for (int x = 0; x < s->n; x++) {
             if (!s->dead[x] && s->kill_at_event[x] >= 0 && s->events >= s->kill_at_event[x]) {
                 s->kill_at_event[x] = -1;
-                kill_node(s, x);
+                if (alive_count(s) > 1)
+                    kill_node(s, x);
             }
             if (!s->dead[x] && s->revoke_at_event[x] >= 0 && s->events >= s->revoke_at_event[x]) {
                 s->revoke_at_event[x] = -1;
@@ -398,6 +407,8 @@ static void sim_run(sim_t *s)
         long pend_ev = 0;
         for (int x = 0; x < s->n; x++)
             pend_ev += (!s->dead[x] && (s->kill_at_event[x] >= 0 || s->revoke_at_event[x] >= 0));
+        unsigned wm = s->w_msg ? s->w_msg : 1, wn = s->w_ntc ? s->w_ntc : 1,
+                 wst = s->w_start ? s->w_start : 1;
         int total = s->nact + s->nntc + ns;
         if (total == 0) {
             if (pend_ev)
@@ -413,21 +424,31 @@ static void sim_run(sim_t *s)
             kill_node(s, v);
             continue;
         }
-        unsigned r = rnd(s, (unsigned)total);
-        if (r < (unsigned)s->nact) {
+        unsigned cm = wm * (unsigned)s->nact, cn = wn * (unsigned)s->nntc;
+        unsigned r = rnd(s, cm + cn + wst * (unsigned)ns);
+        if (r < cm) {
+            r /= wm;
+            /* Slow links: re-draw a few times, keeping the lightest. */
+            for (int t = 0; s->slow_links && t < 3; t++) {
+                unsigned r2 = rnd(s, (unsigned)s->nact);
+                int a = s->act[r], b = s->act[r2];
+                if (s->link_w[b / MAXN][b % MAXN] < s->link_w[a / MAXN][a % MAXN])
+                    r = r2;
+            }
             int id = s->act[r], src = id / MAXN, dst = id % MAXN;
             queue_t *q = &s->q[src][dst];
             slot_t m = q->v[q->head++];
             if (q->head == q->len)
                 q_clear(s, src, dst);
             after_call(s, dst, phx_ft_era_on_msg(s->era[dst], src, m.b, m.len), "on_msg");
-        } else if ((r -= (unsigned)s->nact) < (unsigned)s->nntc) {
+        } else if ((r -= cm) < cn) {
+            r /= wn;
             int id = s->ntc[r], obs = id / MAXN, vic = id % MAXN;
             list_del(s->ntc, &s->nntc, s->ntcpos, id);
             q_clear(s, vic, obs);         /* nothing from vic after its notice */
             after_call(s, obs, phx_ft_era_on_failure(s->era[obs], vic), "on_failure");
         } else {
-            int x = starts[r - (unsigned)s->nntc];
+            int x = starts[(r - cn) / wst];
             start_step(s, x);
             after_call(s, x, 0, "start");
         }
@@ -564,19 +585,33 @@ static void random_knobs(sim_t *s)
     s->kills_left = (int)(f < (unsigned)s->n ? f : (unsigned)s->n - 1);
     s->p_kill = 2 + rnd(s, 40);
     s->p_send_kill = rnd(s, 3) ? 0 : 5 + rnd(s, 60);
+    s->w_msg = 1u << rnd(s, 4);
+    s->w_ntc = 1u << rnd(s, 4);
+    s->w_start = 1u << rnd(s, 4);
+    s->slow_links = rnd(s, 4) == 0;
+    for (int a = 0; a < s->n; a++)
+        for (int b = 0; b < s->n; b++)
+            s->link_w[a][b] = (uint8_t)rnd(s, 8);
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? strtoull(v, NULL, 10) : dflt;
 }
 
 static void test_random_schedules(void **state)
 {
     (void)state;
-    const uint64_t runs = 20000;
+    /* ERA_RUNS / ERA_SEED0 widen a one-off stress run; ctest uses defaults. */
+    const uint64_t runs = env_u64("ERA_RUNS", 20000), seed0 = env_u64("ERA_SEED0", 1);
     long msgs = 0, kills = 0, starts = 0, procfail = 0, dec = 0;
     clock_t t0 = clock();
     int failures = 0;
-    for (uint64_t seed = 1; seed <= runs; seed++) {
+    for (uint64_t seed = seed0; seed < seed0 + runs; seed++) {
         sim_t *s = malloc(sizeof *s);
         uint64_t r0 = seed * 7919;
-        int n = 2 + (int)(r0 % 15);
+        int n = 2 + (int)(r0 % (MAXN - 1));
         int K = 1 + (int)((r0 / 15) % 4);
         sim_init(s, seed, n, K, seed % 5 == 0 ? 3 : 2);
         random_knobs(s);
@@ -845,6 +880,8 @@ static void test_api_errors(void **state)
 static void test_wire_malformed(void **state)
 {
     (void)state;
+    enum phx_log_level lvl = phx_log_get_level();
+    phx_log_set_level(PHX_LOG_ERROR);      /* 20k expected warnings */
     sim_t *s = malloc(sizeof *s);
     sim_init(s, 3, 3, 1, 2);
     s->op[0] = PHX_FT_ERA_OR;
@@ -906,6 +943,7 @@ static void test_wire_malformed(void **state)
         check_run(s);
     report(s, 3);
     assert_int_equal(s->fail, 0);
+    phx_log_set_level(lvl);
     sim_free(s);
     free(s);
 }
@@ -940,6 +978,148 @@ static void test_gc_many(void **state)
     free(s);
 }
 
+/* ---- full scale: 1024 ranks, 1024-bit values -------------------------- */
+
+typedef struct { int src, dst; uint16_t len; uint8_t b[SLOT]; } gmsg_t;
+typedef struct big big_t;
+typedef struct { big_t *b; int rank; } bctx_t;
+struct big {
+    int n;
+    gmsg_t *q;
+    size_t head, len, cap;
+    phx_ft_era_t **era;
+    phx_ft_group_t **g;
+    bctx_t *ctx;
+    bool *dead;
+    int ndec, nshrunk, bad;
+    phx_ft_era_value_t first;
+    uint64_t newgid;
+    int newm;
+    long msgs;
+};
+
+static int big_send(void *c, int dst, const void *buf, size_t len)
+{
+    bctx_t *x = c;
+    big_t *b = x->b;
+    if (b->dead[dst])
+        return 0;
+    if (b->len == b->cap) {
+        b->cap = b->cap ? b->cap * 2 : 4096;
+        b->q = realloc(b->q, b->cap * sizeof *b->q);
+    }
+    gmsg_t *m = &b->q[b->len++];
+    m->src = x->rank;
+    m->dst = dst;
+    m->len = (uint16_t)len;
+    memcpy(m->b, buf, len);
+    b->msgs++;
+    return 0;
+}
+
+static void big_decided(void *c, uint64_t gid, uint64_t aid, const phx_ft_era_value_t *v,
+                        const phx_ft_rankset_t *failed, int rc)
+{
+    big_t *b = ((bctx_t *)c)->b;
+    if (b->ndec++ == 0)
+        b->first = *v;
+    else if (memcmp(&b->first, v, sizeof *v) != 0)
+        b->bad++;
+    if (phx_ft_rankset_count(failed) != 3 || rc != PHX_EPROCFAIL)
+        b->bad++;
+}
+
+static void big_shrunk(void *c, uint64_t gid, uint64_t aid, phx_ft_group_t *ng,
+                       const phx_ft_rankset_t *failed, int rc)
+{
+    big_t *b = ((bctx_t *)c)->b;
+    if (!ng) {
+        b->bad++;
+        return;
+    }
+    if (b->nshrunk++ == 0) {
+        b->newgid = phx_ft_group_id(ng);
+        b->newm = phx_ft_group_size(ng);
+    } else if (b->newgid != phx_ft_group_id(ng) || b->newm != phx_ft_group_size(ng)) {
+        b->bad++;
+    }
+}
+
+static void big_drain(big_t *b)
+{
+    while (b->head < b->len) {
+        gmsg_t m = b->q[b->head++];
+        if (!b->dead[m.dst] && phx_ft_era_on_msg(b->era[m.dst], m.src, m.b, m.len) != 0)
+            b->bad++;
+    }
+    b->head = b->len = 0;
+}
+
+static void test_full_scale(void **state)
+{
+    (void)state;
+    big_t b;
+    memset(&b, 0, sizeof b);
+    b.n = PHX_FT_ERA_MAX_RANKS;
+    int n = b.n;
+    b.era = calloc((size_t)n, sizeof *b.era);
+    b.g = calloc((size_t)n, sizeof *b.g);
+    b.ctx = calloc((size_t)n, sizeof *b.ctx);
+    b.dead = calloc((size_t)n, sizeof *b.dead);
+    int *mem = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        mem[i] = i;
+    const int victims[3] = { 0, 1, 517 };          /* root, its heir, a leaf */
+    for (int i = 0; i < 3; i++)
+        b.dead[victims[i]] = true;
+    clock_t t0 = clock();
+    for (int x = 0; x < n; x++) {
+        b.ctx[x] = (bctx_t){ &b, x };
+        phx_ft_era_env_t env = { .ctx = &b.ctx[x], .send = big_send, .decided = big_decided,
+                                 .shrunk = big_shrunk, .arity = 4 };
+        assert_int_equal(phx_ft_era_create(&env, x, n, &b.era[x]), 0);
+        assert_int_equal(phx_ft_group_create(b.era[x], WORLD, mem, n, &b.g[x]), 0);
+        if (b.dead[x])
+            continue;
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(phx_ft_era_on_failure(b.era[x], victims[i]), 0);
+    }
+    for (int x = 0; x < n; x++) {
+        if (b.dead[x])
+            continue;
+        phx_ft_era_value_t v;
+        memset(&v, 0, sizeof v);
+        v.nwords = PHX_FT_ERA_VAL_WORDS;
+        v.w[x / 64] = 1ull << (x % 64);              /* OR: the set of contributors */
+        assert_int_equal(phx_ft_era_start(b.era[x], b.g[x], 1, &v, PHX_FT_ERA_OR), 0);
+    }
+    big_drain(&b);
+    long agree_msgs = b.msgs;
+    int bits = 0;
+    for (int i = 0; i < PHX_FT_ERA_VAL_WORDS; i++)
+        bits += __builtin_popcountll(b.first.w[i]);
+    for (int x = 0; x < n; x++)
+        if (!b.dead[x])
+            assert_int_equal(phx_ft_ulfm_shrink(b.era[x], b.g[x], 2), 0);
+    big_drain(&b);
+    printf("[era] full scale n=%d: %d decisions, %d contributor bits, %ld agree msgs, "
+           "shrink -> %d members in %d groups, %.2fs\n",
+           n, b.ndec, bits, agree_msgs, b.newm, b.nshrunk, (double)(clock() - t0) / CLOCKS_PER_SEC);
+    assert_int_equal(b.bad, 0);
+    assert_int_equal(b.ndec, n - 3);
+    assert_int_equal(bits, n - 3);
+    assert_int_equal(b.nshrunk, n - 3);
+    assert_int_equal(b.newm, n - 3);
+    for (int x = 0; x < n; x++)
+        phx_ft_era_destroy(b.era[x]);
+    free(b.era);
+    free(b.g);
+    free(b.ctx);
+    free(b.dead);
+    free(b.q);
+    free(mem);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -950,6 +1130,7 @@ int main(void)
         cmocka_unit_test(test_shrink_random),
         cmocka_unit_test(test_revoke_random),
         cmocka_unit_test(test_gc_many),
+        cmocka_unit_test(test_full_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

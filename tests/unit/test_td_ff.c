@@ -128,9 +128,13 @@ static void random_schedules(const phx_td_ops_t *ops, int n_sched, int credit_mo
         }
         th_result_t res;
         assert_int_equal(th_run(&cfg, &res), 0);
-        if (!res.ok || !res.drained || res.declared != cfg.n)
-            fail_msg("%s: run %d (n=%d seed=%llu wl=%s budget=%d): %s", ops->name, i, cfg.n,
-                     (unsigned long long)cfg.seed, wl_name[cfg.wl], cfg.budget, res.why);
+        if (!res.ok || !res.drained || res.declared != cfg.n) {
+            phx_td_credit_cfg_t cc;
+            phx_td_credit_get(&cc);
+            fail_msg("%s: run %d (n=%d seed=%llu wl=%s budget=%d c_init=%llu): %s", ops->name,
+                     i, cfg.n, (unsigned long long)cfg.seed, wl_name[cfg.wl], cfg.budget,
+                     (unsigned long long)cc.c_init, res.why);
+        }
         primary += res.primary;
         ctrl += res.ctrl;
         steps += res.steps;
@@ -264,6 +268,64 @@ static void t_malformed(void **s)
     assert_true(rejected > 100);
 }
 
+/* ---- the oracle itself must be able to fail ------------------------------ */
+
+typedef struct { phx_td_env_t env; int mode, done; } naive_t;
+static int nv_create(const phx_td_env_t *env, void **out)
+{
+    naive_t *n = calloc(1, sizeof *n);
+    if (!n)
+        return PHX_ENOMEM;
+    n->env = *env;
+    *out = n;
+    return 0;
+}
+static int nv_mode;
+static void nv_destroy(void *st) { free(st); }
+static void nv_start(void *st, int w) { ((naive_t *)st)->mode = nv_mode; }
+static int nv_send(void *st, int d, uint64_t t, uint8_t *pb) { return 0; }
+static void nv_recv(void *st, int s, const uint8_t *pb) {}
+static void nv_proc(void *st, int s) {}
+static void nv_idle(void *st)
+{
+    naive_t *n = st;
+    /* mode 0: rank 0 trusts its own idleness; mode 1: never declares */
+    if (n->mode == 0 && n->env.rank == 0 && !n->done) {
+        n->done = 1;
+        n->env.declare(n->env.ctx);
+    }
+}
+static void nv_busy(void *st) {}
+static int nv_ctrl(void *st, int s, const void *m, size_t l) { return 0; }
+static void nv_fail(void *st, int r) {}
+static int nv_stats(void *st, phx_td_stat_t *o, int m) { return 0; }
+static const phx_td_ops_t naive_ops = {
+    .name = "naive", .create = nv_create, .destroy = nv_destroy, .start = nv_start,
+    .on_send = nv_send, .on_recv = nv_recv, .on_processed = nv_proc, .on_idle = nv_idle,
+    .on_busy = nv_busy, .on_ctrl = nv_ctrl, .on_failure = nv_fail, .stats = nv_stats,
+};
+
+static void t_oracle_catches(void **s)
+{
+    int unsafe = 0, hang = 0;
+    for (int mode = 0; mode < 2; mode++)
+        for (int i = 0; i < 100; i++) {
+            nv_mode = mode;
+            th_cfg_t cfg = { .ops = &naive_ops, .n = 2 + i % 8, .seed = (uint64_t)i,
+                             .wl = TH_WL_TREE, .budget = 60, .live_all = 1 };
+            th_result_t res;
+            assert_int_equal(th_run(&cfg, &res), 0);
+            if (!res.ok && mode == 0 && strstr(res.why, "declared"))
+                unsafe++;
+            if (!res.ok && mode == 1 && strstr(res.why, "without detection"))
+                hang++;
+        }
+    printf("[oracle] naive detector: %d/100 premature declarations caught, "
+           "%d/100 missing detections caught\n", unsafe, hang);
+    assert_true(unsafe > 50);
+    assert_int_equal(hang, 100);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,7 +333,7 @@ int main(void)
         cmocka_unit_test(t_single_node), cmocka_unit_test(t_4c),
         cmocka_unit_test(t_edod),        cmocka_unit_test(t_hcda),
         cmocka_unit_test(t_cda),         cmocka_unit_test(t_theorem1),
-        cmocka_unit_test(t_failure_fatal),
+        cmocka_unit_test(t_failure_fatal), cmocka_unit_test(t_oracle_catches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,3 +1,4 @@
+#define _GNU_SOURCE   /* strndup, getline */
 #include "phx_hostfile.h"
 
 #include "core/common/phx_err.h"
@@ -233,10 +234,14 @@ static int expand_item(const char *prefix, size_t plen, const char *rest, phx_ho
     memcpy(base + plen, rest, mid);
     int rc = 0;
     const char *p = lb + 1;
-    while (!rc && p < rb) {
+    while (!rc) {
         const char *e = memchr(p, ',', (size_t)(rb - p));
         if (!e)
             e = rb;
+        if (e == p) {
+            rc = fail(err, errlen, "node list: empty range in '%.*s'", (int)(rb - lb + 1), lb);
+            break;
+        }
         const char *dash = memchr(p, '-', (size_t)(e - p));
         const char *loe = dash ? dash : e;
         size_t width = (size_t)(loe - p);
@@ -255,6 +260,8 @@ static int expand_item(const char *prefix, size_t plen, const char *rest, phx_ho
             int k = snprintf(base + plen + mid, 32, "%0*ld", (int)width, v);
             rc = expand_item(base, plen + mid + (size_t)k, rb + 1, hl, err, errlen);
         }
+        if (e == rb)
+            break;
         p = e + 1;
     }
     free(base);

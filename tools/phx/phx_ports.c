@@ -15,8 +15,14 @@
  * while the closed probe lingers. */
 static int probe(const char *host, int *port)
 {
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai;
+    /* IPv4 first: the transport resolves peers with AF_INET, so the probe
+     * must test the address the node will actually bind. */
+    struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai;
     int rc = getaddrinfo(host, "0", &hints, &ai);
+    if (rc) {
+        hints.ai_family = AF_UNSPEC;
+        rc = getaddrinfo(host, "0", &hints, &ai);
+    }
     if (rc)
         return rc == EAI_SYSTEM ? -errno : PHX_ENOENT;
     int fd = -1, err = PHX_EIO;

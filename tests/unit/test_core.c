@@ -1,0 +1,176 @@
+/* Unit tests for the core's building blocks: the hash map, message pools
+ * (including cross-thread frees) and configuration precedence. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "core/config.h"
+#include "core/map.h"
+#include "core/msg.h"
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next_rand(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+
+/* The map against a brute-force oracle under random insert/delete churn,
+ * which exercises backward-shift deletion across wrapped probe runs. */
+static void map_vs_oracle(void **state)
+{
+    (void)state;
+    enum { KEYS = 512, OPS = 200000 };
+    uint64_t oracle[KEYS] = {0};
+    int present[KEYS] = {0};
+    phx_map_t m;
+    phx_map_init(&m);
+    for (int i = 0; i < OPS; i++) {
+        int k = (int)(next_rand() % KEYS);
+        uint64_t key = (uint64_t)k * 0x10000 + 1;   /* clustered keys: long runs */
+        switch (next_rand() % 3) {
+        case 0: {
+            uint64_t *v = phx_map_put(&m, key);
+            assert_non_null(v);
+            *v = oracle[k] = next_rand();
+            present[k] = 1;
+            break;
+        }
+        case 1:
+            assert_int_equal(phx_map_del(&m, key), present[k]);
+            present[k] = 0;
+            break;
+        default: {
+            uint64_t *v = phx_map_get(&m, key);
+            if (present[k]) {
+                assert_non_null(v);
+                assert_true(*v == oracle[k]);
+            } else {
+                assert_null(v);
+            }
+        }
+        }
+    }
+    size_t n = 0;
+    for (int k = 0; k < KEYS; k++)
+        n += (size_t)present[k];
+    assert_int_equal(m.len, n);
+    phx_map_free(&m);
+    printf("map: %d random operations checked against an oracle\n", OPS);
+}
+
+typedef struct xfer {
+    phx_msg_t *msgs[4096];
+    int n;
+} xfer_t;
+
+static void *free_all(void *arg)
+{
+    xfer_t *x = arg;
+    phx_pool_t *p = phx_pool_create();   /* a different thread, a different pool */
+    for (int i = 0; i < x->n; i++)
+        phx_msg_free(x->msgs[i]);
+    phx_pool_destroy(p);
+    return NULL;
+}
+
+/* Messages freed on another thread return to their owner and are reused. */
+static void pool_cross_thread(void **state)
+{
+    (void)state;
+    phx_pool_t *p = phx_pool_create();
+    xfer_t *x = calloc(1, sizeof *x);
+    size_t sizes[] = { 0, 8, 64, 65, 512, 4000, 8192, 60000, 70000, 1 << 20 };
+    for (int round = 0; round < 20; round++) {
+        x->n = 0;
+        for (int i = 0; i < 4096; i++) {
+            size_t len = sizes[next_rand() % 10];
+            phx_msg_t *m = phx_msg_alloc(len);
+            assert_non_null(m);
+            assert_true(m->cap >= len);
+            assert_int_equal(m->hdr.len, len);
+            memset(m->data, 0xab, len);
+            x->msgs[x->n++] = m;
+        }
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, free_all, x), 0);
+        pthread_join(th, NULL);
+    }
+    /* After the remote frees, small allocations come from the returned stock. */
+    phx_msg_t *m = phx_msg_alloc(8);
+    assert_non_null(m);
+    phx_msg_free(m);
+    phx_pool_destroy(p);
+    free(x);
+    printf("pool: 20 rounds x 4096 cross-thread frees\n");
+}
+
+static void config_precedence(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/phx-config-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *text = "# comment\nworkers = 3\nhb-timeout = 500  # trailing\nsend-buffer = 1m\ntd = edod\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    unsetenv("PHX_RANK");
+    unsetenv("PHX_SIZE");
+    unsetenv("PHX_PEERS");
+    setenv("PHX_HB_TIMEOUT", "700", 1);      /* env beats file */
+    char cfgflag[64];
+    snprintf(cfgflag, sizeof cfgflag, "--phx-config=%s", path);
+    char *argv[] = { "prog", "--phx-td=cda", "appArg", cfgflag, "--phx-busy-poll", NULL };
+    int argc = 5;
+    phx_config_t c;
+    assert_int_equal(phx_config_load(&c, &argc, argv), 0);
+    assert_int_equal(argc, 2);                /* runtime flags are removed */
+    assert_string_equal(argv[1], "appArg");
+    assert_string_equal(c.td, "cda");         /* flag beats file */
+    assert_int_equal(c.hb_timeout_ms, 700);
+    assert_int_equal(c.hb_period_ms, 70);     /* eta = delta / 10 */
+    assert_int_equal(c.workers, 3);
+    assert_int_equal(c.busy_poll, 1);
+    assert_true(c.send_buffer == 1 << 20);
+    assert_int_equal(c.size, 1);
+    phx_config_free(&c);
+
+    char *bad[] = { "prog", "--phx-workers=lots", NULL };
+    argc = 2;
+    assert_int_equal(phx_config_load(&c, &argc, bad), -EINVAL);
+    char *unknown[] = { "prog", "--phx-nonsense=1", NULL };
+    argc = 2;
+    assert_int_equal(phx_config_load(&c, &argc, unknown), -EINVAL);
+
+    setenv("PHX_RANK", "1", 1);
+    setenv("PHX_SIZE", "2", 1);
+    setenv("PHX_PEERS", "10.0.0.1:7000,node-b:7001", 1);
+    char *plain[] = { "prog", NULL };
+    argc = 1;
+    assert_int_equal(phx_config_load(&c, &argc, plain), 0);
+    assert_string_equal(c.peers[1].host, "node-b");
+    assert_int_equal(c.peers[0].port, 7000);
+    phx_config_free(&c);
+    setenv("PHX_PEERS", "10.0.0.1:7000", 1);   /* fewer peers than PHX_SIZE */
+    argc = 1;
+    assert_int_equal(phx_config_load(&c, &argc, plain), -EINVAL);
+    phx_config_free(&c);
+    unsetenv("PHX_RANK");
+    unsetenv("PHX_SIZE");
+    unsetenv("PHX_PEERS");
+    unsetenv("PHX_HB_TIMEOUT");
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(map_vs_oracle),
+        cmocka_unit_test(pool_cross_thread),
+        cmocka_unit_test(config_precedence),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,344 @@
+#define _GNU_SOURCE   /* asprintf, pipe2, sigabbrev_np */
+/* phx: starts a Phalanx job, one node process per slot, the way mpirun
+ * starts an MPI job. See README.md for the node environment contract. */
+#include "phx_hostfile.h"
+#include "phx_run.h"
+
+#include "core/common/phx_err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef PHX_VERSION
+#define PHX_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *fp)
+{
+    fprintf(fp,
+        "usage: phx run [options] [--] PROGRAM [ARGS...]\n"
+        "       phx version | phx --help\n"
+        "\n"
+        "options for run:\n"
+        "  -f, --hostfile FILE    hosts and slots (Open MPI 'host slots=N', MPICH 'host:N',\n"
+        "                         or one host per line); default: Slurm allocation if any,\n"
+        "                         else 127.0.0.1\n"
+        "  -n, --np N             number of nodes (default: all slots, or 1)\n"
+        "      --abort-on-failure stop the whole job when one node dies abnormally\n"
+        "      --pidfile FILE     write 'rank pid host' lines once all nodes started\n"
+        "                         (also env PHX_PIDFILE)\n"
+        "      --base-port P      node ports P, P+1, ... per host (remote default %d;\n"
+        "                         local default: free ports)\n"
+        "\n"
+        "environment: PHX_RSH (remote shell, default ssh), PHX_KILL_GRACE (seconds from\n"
+        "SIGTERM to SIGKILL, default 3), PHX_SECRET / PHX_SECRET_FILE (cluster secret;\n"
+        "generated when neither is set)\n",
+        PHX_HF_DEFAULT_BASE_PORT);
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return PHX_EINVAL;
+    *out = (int)v;
+    return 0;
+}
+
+static int read_random(void *buf, size_t n)
+{
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = r < 0 ? -errno : PHX_EIO;
+            close(fd);
+            return e;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    return 0;
+}
+
+/* Resolves prog the way execvp would, so a typo fails before any node
+ * starts instead of as N copies of the same error. */
+static char *find_program(const char *prog, int *err)
+{
+    struct stat st;
+    if (strchr(prog, '/')) {
+        if (stat(prog, &st) < 0) {
+            *err = errno;
+            return NULL;
+        }
+        if (S_ISDIR(st.st_mode) || access(prog, X_OK) < 0) {
+            *err = S_ISDIR(st.st_mode) ? EISDIR : errno;
+            return NULL;
+        }
+        return strdup(prog);
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/bin:/usr/bin";
+    *err = ENOENT;
+    for (const char *p = path;; ) {
+        const char *e = strchr(p, ':');
+        size_t dl = e ? (size_t)(e - p) : strlen(p);
+        char *cand;
+        if (asprintf(&cand, "%.*s%s%s", (int)dl, dl ? p : ".", "/", prog) < 0) {
+            *err = ENOMEM;
+            return NULL;
+        }
+        if (stat(cand, &st) == 0 && !S_ISDIR(st.st_mode)) {
+            if (access(cand, X_OK) == 0)
+                return cand;
+            *err = EACCES;   /* execvp too reports EACCES if nothing better turns up */
+        }
+        free(cand);
+        if (!e)
+            return NULL;
+        p = e + 1;
+    }
+}
+
+/* Splits PHX_RSH on blanks so "ssh -o BatchMode=yes" works. */
+static char **split_words(const char *s)
+{
+    size_t cap = strlen(s) / 2 + 2, n = 0;
+    char **v = calloc(cap, sizeof *v);
+    if (!v)
+        return NULL;
+    for (const char *p = s; *p; ) {
+        p += strspn(p, " \t");
+        size_t l = strcspn(p, " \t");
+        if (!l)
+            break;
+        if (!(v[n++] = strndup(p, l))) {
+            for (size_t i = 0; i < n - 1; i++)
+                free(v[i]);
+            free(v);
+            return NULL;
+        }
+        p += l;
+    }
+    return v;
+}
+
+static int build_hosts(const char *hostfile, int np, phx_hostlist_t *hl)
+{
+    char err[512] = "";
+    int rc;
+    const char *slurm = getenv("SLURM_JOB_NODELIST");
+    if (!slurm)
+        slurm = getenv("SLURM_NODELIST");
+    if (hostfile) {
+        rc = phx_hf_parse_file(hostfile, hl, err, sizeof err);
+    } else if (slurm) {
+        const char *tpn = getenv("SLURM_TASKS_PER_NODE");
+        rc = phx_slurm_expand(slurm, hl, err, sizeof err);
+        if (!rc && tpn && *tpn)
+            rc = phx_slurm_tasks(tpn, hl, err, sizeof err);
+    } else {
+        rc = phx_hf_add(hl, "127.0.0.1", 9, np > 0 ? np : 1);
+        if (rc)
+            snprintf(err, sizeof err, "phx: %s", phx_strerror(rc));
+    }
+    if (rc)
+        fprintf(stderr, "%s\n", err[0] ? err : phx_strerror(rc));
+    return rc;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "hostfile", required_argument, NULL, 'f' },
+        { "np", required_argument, NULL, 'n' },
+        { "abort-on-failure", no_argument, NULL, 'a' },
+        { "pidfile", required_argument, NULL, 'p' },
+        { "base-port", required_argument, NULL, 'b' },
+        { "help", no_argument, NULL, 'h' },
+        { 0, 0, 0, 0 },
+    };
+    const char *hostfile = NULL, *pidfile = getenv("PHX_PIDFILE");
+    int np = 0, base = 0, abort_on_failure = 0, c;
+    optind = 1;
+    /* '+': stop at PROGRAM, so its own flags are left alone. */
+    while ((c = getopt_long(argc, argv, "+f:n:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f': hostfile = optarg; break;
+        case 'a': abort_on_failure = 1; break;
+        case 'p': pidfile = optarg; break;
+        case 'n':
+            if (parse_int(optarg, 1, PHX_HF_MAX_SLOTS, &np)) {
+                fprintf(stderr, "phx: -n wants a count from 1 to %d, got '%s'\n", PHX_HF_MAX_SLOTS, optarg);
+                return 2;
+            }
+            break;
+        case 'b':
+            if (parse_int(optarg, 1, 65535, &base)) {
+                fprintf(stderr, "phx: --base-port wants a port from 1 to 65535, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "phx: run: no program given\n");
+        usage(stderr);
+        return 2;
+    }
+    char **prog = argv + optind;
+    if (pidfile && !*pidfile)
+        pidfile = NULL;
+
+    double grace = 3;
+    const char *gs = getenv("PHX_KILL_GRACE");
+    if (gs && *gs) {
+        char *end;
+        grace = strtod(gs, &end);
+        if (*end || !(grace >= 0 && grace <= 3600)) {
+            fprintf(stderr, "phx: PHX_KILL_GRACE must be seconds from 0 to 3600, got '%s'\n", gs);
+            return 2;
+        }
+    }
+
+    phx_hostlist_t hl = { 0 };
+    phx_ranktab_t rt = { 0 };
+    char *peers = NULL, *prog_path = NULL, **rsh = NULL;
+    int status = 1, rc;
+    if (build_hosts(hostfile, np, &hl)) {
+        status = 2;
+        goto out;
+    }
+    if ((rc = phx_rt_build(&hl, np, &rt))) {
+        fprintf(stderr, "phx: cannot place %d nodes: %s\n", np, phx_strerror(rc));
+        goto out;
+    }
+    if (rt.oversubscribed)
+        fprintf(stderr, "phx: note: %d nodes on %d slots; oversubscribing hosts round-robin\n",
+                rt.n, phx_hf_total_slots(&hl));
+
+    int nlocal = 0;
+    for (int r = 0; r < rt.n; r++)
+        nlocal += rt.r[r].local;
+    if (nlocal) {
+        int e = 0;
+        if (!(prog_path = find_program(prog[0], &e))) {
+            fprintf(stderr, "phx: cannot run '%s': %s\n", prog[0],
+                    e == ENOENT && !strchr(prog[0], '/') ? "command not found in PATH" : strerror(e));
+            status = 127;
+            goto out;
+        }
+    }
+    if (nlocal < rt.n) {
+        const char *rs = getenv("PHX_RSH");
+        int e = 0;
+        char *rp;
+        if (!(rsh = split_words(rs && *rs ? rs : "ssh")) || !rsh[0]) {
+            fprintf(stderr, "phx: PHX_RSH is empty\n");
+            goto out;
+        }
+        if (!(rp = find_program(rsh[0], &e))) {
+            fprintf(stderr, "phx: cannot run remote shell '%s': %s\n", rsh[0], strerror(e));
+            status = 127;
+            goto out;
+        }
+        free(rp);
+    }
+
+    rc = base ? phx_rt_ports_from_base(&rt, base, 1)
+              : phx_rt_ports_from_base(&rt, PHX_HF_DEFAULT_BASE_PORT, 0);
+    if (!rc && !base)
+        rc = phx_rt_probe_ports(&rt);
+    if (rc) {
+        fprintf(stderr, "phx: cannot choose node ports: %s\n", phx_strerror(rc));
+        goto out;
+    }
+    if ((rc = phx_rt_peers(&rt, &peers)))
+        goto oom;
+
+    uint64_t job_id;
+    char num[32];
+    if ((rc = read_random(&job_id, sizeof job_id))) {
+        fprintf(stderr, "phx: cannot read /dev/urandom: %s\n", phx_strerror(rc));
+        goto out;
+    }
+    snprintf(num, sizeof num, "%d", rt.n);
+    if (setenv("PHX_SIZE", num, 1) || setenv("PHX_PEERS", peers, 1))
+        goto oom;
+    snprintf(num, sizeof num, "%" PRIu64, job_id);
+    if (setenv("PHX_JOB_ID", num, 1))
+        goto oom;
+    snprintf(num, sizeof num, "%d", (int)getpid());
+    if (setenv("PHX_LAUNCHER_PID", num, 1))
+        goto oom;
+    if (!getenv("PHX_SECRET") && !getenv("PHX_SECRET_FILE")) {
+        unsigned char key[32];
+        char hex[65];
+        if ((rc = read_random(key, sizeof key))) {
+            fprintf(stderr, "phx: cannot read /dev/urandom: %s\n", phx_strerror(rc));
+            goto out;
+        }
+        for (size_t i = 0; i < sizeof key; i++)
+            snprintf(hex + 2 * i, 3, "%02x", key[i]);
+        if (setenv("PHX_SECRET", hex, 1))
+            goto oom;
+    }
+    unsetenv("PHX_RANK");
+
+    phx_job_t job = { .rt = &rt, .argv = prog, .prog_path = prog_path, .rsh = rsh,
+                      .abort_on_failure = abort_on_failure, .grace = grace, .pidfile = pidfile };
+    status = phx_run_job(&job);
+    goto out;
+oom:
+    fprintf(stderr, "phx: out of memory\n");
+    status = 1;
+out:
+    if (rsh)
+        for (char **p = rsh; *p; p++)
+            free(*p);
+    free(rsh);
+    free(prog_path);
+    free(peers);
+    phx_rt_free(&rt);
+    phx_hf_free(&hl);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "run"))
+        return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("phx %s\n", PHX_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "phx: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
