@@ -144,7 +144,7 @@ typedef struct {
 } ctl_t;
 
 typedef struct {
-    int src, dst, ready;
+    int src, dst, ready, delivered;
     uint8_t pb[PHX_TD_PB_MAX];
 } prim_t;
 
@@ -162,7 +162,8 @@ struct sim {
     ctl_t *q;                  /* global control FIFO (ring) */
     size_t qh, qn, qcap;
     prim_t *pm;                /* primaries of the current phase */
-    size_t pn, pcap, pdone;
+    size_t pn, pcap, pending;  /* pending: emitted, not yet delivered */
+    int rounds;                /* control rounds per phase: about one 4C wave */
     uint64_t work_left;        /* tasks not yet executed: safety check */
     int err;
     phx_tdsim_result_t res;
@@ -204,7 +205,7 @@ static void s_declare(void *ctx)
     sim_t *s = nd->sim;
     nd->declared++;
     s->res.declared++;
-    if (s->work_left || s->pdone < s->pn)
+    if (s->work_left || s->pending)
         s->res.premature = 1;
 }
 
@@ -227,16 +228,21 @@ static void s_release(void *ctx, uint64_t token, const uint8_t *pb)
     s->pm[token].ready = 1;
 }
 
-static void settle(sim_t *s)
+/* Delivers control traffic in rounds (a round = what is queued when it
+ * starts). max_rounds < 0: until quiet. A bound is needed while primaries
+ * are in transit: 4C would otherwise repeat failing waves forever, where a
+ * real network delivers the primaries meanwhile. */
+static void settle(sim_t *s, int max_rounds)
 {
-    while (s->qn && !s->err) {
-        ctl_t c = s->q[s->qh];
-        s->qh = (s->qh + 1) % s->qcap;
-        s->qn--;
-        int rc = s->ops->on_ctrl(s->node[c.dst].st, c.src, c.data, c.len);
-        if (rc < 0)
-            s->err = rc;
-    }
+    for (int round = 0; s->qn && !s->err && (max_rounds < 0 || round < max_rounds); round++)
+        for (size_t k = s->qn; k && !s->err; k--) {
+            ctl_t c = s->q[s->qh];
+            s->qh = (s->qh + 1) % s->qcap;
+            s->qn--;
+            int rc = s->ops->on_ctrl(s->node[c.dst].st, c.src, c.data, c.len);
+            if (rc < 0)
+                s->err = rc;
+        }
 }
 
 static void emit(sim_t *s, int src, int dst)
@@ -257,6 +263,7 @@ static void emit(sim_t *s, int src, int dst)
     m->dst = dst;
     uint64_t tok = s->pn++;
     int rc = s->ops->on_send(s->node[src].st, dst, tok, m->pb);
+    s->pending++;
     if (rc == 0)
         m->ready = 1;
     else if (rc != PHX_TD_DELAY)
@@ -264,21 +271,30 @@ static void emit(sim_t *s, int src, int dst)
     s->res.primary++;
 }
 
-/* Delivers every released primary of the phase; all must be released once
- * control traffic settled (a held send waits for a GRANT at most). */
+/* One step's communication: released primaries arrive (a send still held
+ * for credit waits for its GRANT), then control traffic gets its rounds. */
 static void deliver(sim_t *s)
 {
-    settle(s);
-    for (size_t i = 0; i < s->pn && !s->err; i++) {
-        if (!s->pm[i].ready) {
-            s->err = PHX_EAGAIN;
-            return;
+    for (;;) {
+        for (size_t i = 0; i < s->pn && !s->err; i++) {
+            prim_t *m = &s->pm[i];
+            if (!m->ready || m->delivered)
+                continue;
+            m->delivered = 1;
+            s->pending--;
+            s->ops->on_recv(s->node[m->dst].st, m->src, m->pb);
         }
-        s->pdone = i;
-        s->ops->on_recv(s->node[s->pm[i].dst].st, s->pm[i].src, s->pm[i].pb);
+        if (!s->pending || s->err)
+            break;
+        /* a task may not run before its message arrived: wait for GRANTs */
+        if (!s->qn) {
+            s->err = PHX_EAGAIN;
+            break;
+        }
+        settle(s, s->rounds);
     }
-    s->pn = s->pdone = 0;
-    settle(s);
+    s->pn = 0;
+    settle(s, s->rounds);
 }
 
 static int sim_init(sim_t *s, const phx_td_ops_t *ops, int P)
@@ -286,6 +302,9 @@ static int sim_init(sim_t *s, const phx_td_ops_t *ops, int P)
     memset(s, 0, sizeof *s);
     s->ops = ops;
     s->P = P;
+    s->rounds = 4;
+    for (int p = 1; p < P; p *= 2)
+        s->rounds += 2;
     s->node = calloc((size_t)P, sizeof *s->node);
     if (!s->node)
         return PHX_ENOMEM;
@@ -356,7 +375,7 @@ int phx_tdsim_run_tree(const phx_td_ops_t *ops, const phx_tdsim_tree_t *t, int P
     s.work_left = (uint64_t)n;
     for (int r = 0; r < P; r++)
         ops->start(s.node[r].st, r == map[0]);
-    settle(&s);
+    settle(&s, -1);
     int lo = 0;
     while (lo < n && !s.err) {
         int l = t->level[lo], hi = lo;
@@ -410,11 +429,11 @@ int phx_tdsim_run_tree(const phx_td_ops_t *ops, const phx_tdsim_tree_t *t, int P
         /* load of the next step = primary messages received now */
         memset(load, 0, (size_t)P * sizeof *load);
         for (size_t i = 0; i < s.pn; i++)
-            load[s.pm[i].dst]++;
+            load[s.pm[i].dst] += !s.pm[i].delivered;
         deliver(&s);
         lo = hi;
     }
-    settle(&s);
+    settle(&s, -1);
 out:
     free(map);
     free(parent);
@@ -442,7 +461,7 @@ int phx_tdsim_run_ring(const phx_td_ops_t *ops, int P, int k, double qb, uint64_
         s.work_left = (uint64_t)k;
         for (int r = 0; r < P; r++)
             ops->start(s.node[r].st, r == 0);
-        settle(&s);
+        settle(&s, -1);
         for (int i = 0; i < k && !s.err; i++) {
             s.res.steps++;
             int leaf = unif(&rs) < qb;
@@ -452,16 +471,14 @@ int phx_tdsim_run_ring(const phx_td_ops_t *ops, int P, int k, double qb, uint64_
             s.work_left--;
             if (from >= 0)
                 ops->on_processed(s.node[owner].st, from);
-            if (leaf) {   /* the side leaf runs after the token task */
+            if (leaf)     /* the side leaf runs after the token task */
                 task_end(&s, owner, 0);
-                settle(&s);
-            }
             task_end(&s, owner, next != owner);
             deliver(&s);
             from = next == owner ? -1 : owner;
             owner = next;
         }
-        settle(&s);
+        settle(&s, -1);
     }
     int rc2 = sim_done(&s, res);
     return rc < 0 ? rc : rc2;
