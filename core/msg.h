@@ -26,7 +26,10 @@ enum phx_msg_kind {
     PHX_MK_SPAWN,       /* create a task (payload = spawn arg) */
     PHX_MK_EXIT,        /* worker -> comm: phx_exit(code) */
     PHX_MK_STOP,        /* comm -> worker: leave the loop */
+    PHX_MK_CALL,        /* worker -> comm: run m->call on the comm thread */
 };
+
+struct phx_node;
 
 typedef struct phx_pool phx_pool_t;
 
@@ -39,6 +42,8 @@ typedef struct phx_msg {
     uint16_t type_id;           /* task type for SPAWN */
     int32_t peer;               /* destination node (out) / source node (in) */
     phx_frame_hdr_t hdr;        /* src, dst, ssn, inc, tag, len */
+    /* PHX_MK_CALL: runs on the comm thread and owns m from then on. */
+    void (*call)(struct phx_node *n, struct phx_msg *m);
     uint8_t data[];             /* hdr.len bytes of payload */
 } phx_msg_t;
 

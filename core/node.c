@@ -9,6 +9,8 @@
 #include <time.h>
 
 #include "core/node.h"
+#include "core/ft.h"
+#include "core/agree.h"
 #include "net/auth.h"
 #include "phx_err.h"
 #include "phx_log.h"
@@ -16,6 +18,55 @@
 phx_type_t phx_types[PHX_MAX_TYPES];
 int phx_ntypes;
 phx_node_t *phx_node_current;
+static struct { phx_failure_fn fn; void *arg; } phx_fail_cbs[8];
+static int phx_nfail_cbs;
+
+int phx_on_failure(phx_failure_fn fn, void *arg)
+{
+    if (!fn)
+        return PHX_EINVAL;
+    if (phx_nfail_cbs == 8)
+        return PHX_ENOSPC;
+    phx_fail_cbs[phx_nfail_cbs].fn = fn;
+    phx_fail_cbs[phx_nfail_cbs++].arg = arg;
+    return 0;
+}
+
+int phx_failed_nodes(int *out, int cap)
+{
+    phx_node_t *n = phx_node_current;
+    if (!n)
+        return 0;
+    pthread_mutex_lock(&n->dead_lock);
+    int k = n->ndead;
+    for (int i = 0; i < k && i < cap; i++)
+        out[i] = n->dead[i];
+    pthread_mutex_unlock(&n->dead_lock);
+    return k;
+}
+
+int phx_failure_ack(void)
+{
+    phx_node_t *n = phx_node_current;
+    if (!n)
+        return 0;
+    pthread_mutex_lock(&n->dead_lock);
+    n->nacked = n->ndead;
+    int k = n->nacked;
+    pthread_mutex_unlock(&n->dead_lock);
+    return k;
+}
+
+int phx_failures_unacked(void)
+{
+    phx_node_t *n = phx_node_current;
+    if (!n)
+        return 0;
+    pthread_mutex_lock(&n->dead_lock);
+    int k = n->ndead - n->nacked;
+    pthread_mutex_unlock(&n->dead_lock);
+    return k;
+}
 static int g_argc;
 static char **g_argv;
 
@@ -184,6 +235,11 @@ static void drain_outbox(phx_node_t *n)
     while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
         phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
         int held = 0;
+        if (m->kind == PHX_MK_CALL) {
+            atomic_fetch_sub(&n->work, 1);
+            m->call(n, m);
+            continue;
+        }
         if (m->kind == PHX_MK_EXIT) {
             phx_node_exit(n, (int)m->hdr.tag, 1);
         } else if (atomic_load(&n->stopping)) {
@@ -270,6 +326,16 @@ static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_
             return;
         }
         break;
+    case PHX_FT_HB:
+    case PHX_FT_BCAST:
+        if (n->cfg.ft) {
+            phx_ft_on_frame(n, peer, h, payload);
+            return;
+        }
+        break;
+    case PHX_FT_ERA:
+        phx_agree_on_frame(n, peer, h, payload);
+        return;
     case PHX_FT_TD:
         if (n->td) {
             if (n->td->on_ctrl(n->td_st, peer, payload, h->len) < 0)
@@ -309,6 +375,10 @@ static void on_peer_down(void *ctx, int peer, int graceful, const char *why)
     phx_node_t *n = ctx;
     if (graceful || atomic_load(&n->stopping))
         return;
+    if (n->cfg.ft) {   /* the detector decides, so every survivor agrees */
+        phx_ft_on_peer_down(n, peer);
+        return;
+    }
     PHX_ERROR("node", "lost rank %d (%s:%d): %s; fault tolerance is off, ending the job",
               peer, n->cfg.peers[peer].host, n->cfg.peers[peer].port, why);
     phx_node_exit(n, PHX_EXIT_PEER_LOST, 1);
@@ -325,6 +395,7 @@ static void on_all_up(void *ctx)
 {
     phx_node_t *n = ctx;
     PHX_INFO("node", "all %d peers connected", n->size - 1);
+    phx_ft_start(n);
     if (n->td) {
         n->td->start(n->td_st, n->rank == 0);
         td_flush_self(n);
@@ -344,6 +415,30 @@ static void on_all_up(void *ctx)
             memcpy(m->data, n->main_arg, n->main_len);
         phx_node_enqueue_local(n, m);
     }
+}
+
+/* ---- failures ---------------------------------------------------------- */
+
+void phx_node_notify_dead(phx_node_t *n, int rank, uint32_t inc, uint64_t when_ns)
+{
+    if (atomic_load(&n->stopping))
+        return;
+    /* Order matters: the connection goes first, so nothing from the dead
+     * incarnation is delivered after its notice (fail-flush for the
+     * detectors below). */
+    phx_net_close_peer(n->net, rank, "declared dead");
+    pthread_mutex_lock(&n->dead_lock);
+    if (n->ndead < n->size)
+        n->dead[n->ndead++] = rank;
+    pthread_mutex_unlock(&n->dead_lock);
+    if (n->td && n->td->on_failure) {
+        n->td->on_failure(n->td_st, rank);
+        td_flush_self(n);
+    }
+    phx_agree_on_failure(n, rank);
+    for (int i = 0; i < phx_nfail_cbs; i++)
+        phx_fail_cbs[i].fn(phx_fail_cbs[i].arg, rank, inc, when_ns);
+    td_poll(n);
 }
 
 /* ---- loop -------------------------------------------------------------- */
@@ -399,6 +494,8 @@ void phx_node_exit(phx_node_t *n, int code, int propagate)
     pthread_mutex_lock(&n->bp_lock);
     pthread_cond_broadcast(&n->bp_cond);   /* blocked senders see stopping */
     pthread_mutex_unlock(&n->bp_lock);
+    phx_ft_stop(n);
+    phx_agree_stop(n);
     if (n->net)
         phx_net_stop(n->net, net_done, n);
     uv_close((uv_handle_t *)&n->async, closed_one);
@@ -526,6 +623,10 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
         return 1;
     }
     pthread_mutex_init(&n->bp_lock, NULL);
+    pthread_mutex_init(&n->dead_lock, NULL);
+    n->dead = calloc((size_t)n->size, sizeof *n->dead);
+    if (!n->dead)
+        return 1;
     pthread_cond_init(&n->bp_cond, NULL);
     cds_wfcq_init(&n->oh, &n->ot);
     phx_map_init(&n->td_held);
@@ -560,8 +661,10 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
                         .on_all_up = on_all_up, .on_drain = on_drain, .on_read_end = on_read_end, .on_fatal = on_fatal };
     rc = phx_net_start(&n->loop, &n->cfg, secret, slen, n->inc, &cb, &n->net);
     memset(secret, 0, sizeof secret);
+    if (!rc && (rc = phx_ft_init(n)) == 0)
+        rc = phx_agree_init(n);
     if (rc) {
-        fprintf(stderr, "phalanx: rank %d: transport failed to start: %s\n", n->rank, phx_strerror(rc));
+        fprintf(stderr, "phalanx: rank %d: startup failed: %s\n", n->rank, phx_strerror(rc));
         if (n->net) {
             phx_node_exit(n, 1, 0);
         } else {
@@ -602,6 +705,8 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     }
     for (int i = 0; i < n->nworkers; i++)
         phx_pool_destroy(n->workers[i].pool);
+    phx_ft_free(n);
+    phx_agree_free(n);
     if (n->td)
         n->td->destroy(n->td_st);
     phx_net_free(n->net);
@@ -618,6 +723,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     free(n->batch_touched);
     free(n->processed);
     free(n->peer_out);
+    free(n->dead);
     phx_config_free(&n->cfg);
     phx_node_current = NULL;
     return n->exit_code;

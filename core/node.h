@@ -117,6 +117,13 @@ struct phx_node {
     /* written by the comm thread only, read by anyone (relaxed) */
     _Atomic uint64_t td_ctrl_sent, msgs_recv, bytes_recv;
 
+    /* Failure detection (core/ft.c) and agreement (core/agree.c): comm thread. */
+    struct phx_ft *ft;
+    struct phx_agree *agree;
+    /* Dead nodes in notice order; read by any thread under dead_lock. */
+    pthread_mutex_t dead_lock;
+    int *dead, ndead, nacked;
+
     phx_deliver_hook_fn hook;
     void *hook_ctx;
 
@@ -137,6 +144,10 @@ void phx_node_batch_add(phx_node_t *n, phx_msg_t *m);
 void phx_node_batch_flush(phx_node_t *n);
 /* Worker thread: hands m to the comm thread. */
 void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m);
+/* Comm thread: rank (incarnation inc) is dead for good. Closes its
+ * connection, then tells the termination detector, the agreement engine and
+ * the registered failure callbacks. Called by the failure detector. */
+void phx_node_notify_dead(phx_node_t *n, int rank, uint32_t inc, uint64_t when_ns);
 /* Worker entry point. */
 void *phx_worker_main(void *arg);
 /* Comm thread: begin the end of the job with code; propagate tells peers. */

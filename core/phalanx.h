@@ -105,6 +105,23 @@ int phx_tid_home(phx_tid_t tid);
 /* Monotonic nanoseconds. */
 uint64_t phx_now_ns(void);
 
+/* ---- failures (fault tolerance on: --phx-ft) ----------------------------
+ * A failure notice says node `node` (incarnation inc) is dead for good; every
+ * survivor gets the same notices (perfect-detector semantics). */
+typedef void (*phx_failure_fn)(void *arg, int node, uint32_t inc, uint64_t when_ns);
+/* Registers fn, called on the communication thread for each notice: keep it
+ * short and non-blocking, and do not call phx_send from it. Call before
+ * phx_main; at most 8 callbacks. */
+int phx_on_failure(phx_failure_fn fn, void *arg);
+/* Any thread: copies up to cap dead nodes, in notice order; returns how many
+ * are dead. */
+int phx_failed_nodes(int *out, int cap);
+/* Any thread: acknowledges every failure known now (ULFM failure_ack), so
+ * later ones can be told apart; returns the number acknowledged. */
+int phx_failure_ack(void);
+/* Any thread: failures noticed but not yet acknowledged. */
+int phx_failures_unacked(void);
+
 /* Job-wide counters of this node, readable at any time (approximate while
  * running). */
 typedef struct phx_stats {

@@ -18,7 +18,7 @@ static _Thread_local phx_pool_t *cur_pool;
 /* The free-list link reuses the queue node's next pointer: a message on a
  * free list is on no queue. */
 static inline phx_msg_t *next_of(phx_msg_t *m) { return (phx_msg_t *)m->qn.next; }
-static inline void set_next(phx_msg_t *m, phx_msg_t *x) { m->qn.next = &x->qn; }
+static inline void set_next(phx_msg_t *m, phx_msg_t *x) { m->qn.next = x ? &x->qn : NULL; }
 
 phx_pool_t *phx_pool_create(void)
 {
@@ -95,6 +95,7 @@ phx_msg_t *phx_msg_alloc(size_t len)
     }
     m->qn.next = NULL;
     m->kind = 0;
+    m->call = NULL;
     m->type_id = 0;
     m->peer = -1;
     memset(&m->hdr, 0, sizeof m->hdr);

@@ -38,6 +38,7 @@ struct peer {
     int up, dead, dirty, writing, ever_up;
     uint32_t inc;
     buf_t obuf, wbuf;           /* pending frames / frames being written */
+    buf_t cbuf, wcbuf;          /* urgent frames: written ahead of obuf */
     uint64_t ocharge, wcharge;
     uv_write_t wreq;
     uv_timer_t retry;
@@ -90,6 +91,13 @@ static void handle_closed(uv_handle_t *h)
         n->stop_done(n->stop_ctx);
 }
 
+static void retry_closed(uv_handle_t *h)
+{
+    phx_net_t *n = ((peer_t *)h->data)->net;
+    if (--n->handles == 0 && n->stop_done)
+        n->stop_done(n->stop_ctx);
+}
+
 static void conn_closed(uv_handle_t *h)
 {
     conn_t *c = (conn_t *)h;
@@ -121,7 +129,8 @@ static int frame_append(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t pl
     if (buf_reserve(b, total))
         return PHX_ENOMEM;
     uint8_t *dst = b->data + b->len;
-    memcpy(dst + PHX_FRAME_HDR, pre, plen);
+    if (plen)
+        memcpy(dst + PHX_FRAME_HDR, pre, plen);
     if (len)
         memcpy(dst + PHX_FRAME_HDR + plen, payload, len);
     h->len = (uint32_t)(plen + len);
@@ -164,18 +173,27 @@ static void on_written(uv_write_t *req, int status);
 
 static void peer_flush(peer_t *p)
 {
-    if (!p->up || p->writing || p->obuf.len == 0)
+    if (!p->up || p->writing || (p->obuf.len == 0 && p->cbuf.len == 0))
         return;
     buf_t t = p->wbuf;
     p->wbuf = p->obuf;
     p->obuf = t;
     p->obuf.len = 0;
+    t = p->wcbuf;
+    p->wcbuf = p->cbuf;
+    p->cbuf = t;
+    p->cbuf.len = 0;
     p->wcharge = p->ocharge;
     p->ocharge = 0;
     p->writing = 1;
     p->wreq.data = p;
-    uv_buf_t b = uv_buf_init((char *)p->wbuf.data, (unsigned)p->wbuf.len);
-    int rc = uv_write(&p->wreq, (uv_stream_t *)&p->conn->tcp, &b, 1, on_written);
+    uv_buf_t b[2];
+    unsigned nb = 0;
+    if (p->wcbuf.len)
+        b[nb++] = uv_buf_init((char *)p->wcbuf.data, (unsigned)p->wcbuf.len);
+    if (p->wbuf.len)
+        b[nb++] = uv_buf_init((char *)p->wbuf.data, (unsigned)p->wbuf.len);
+    int rc = uv_write(&p->wreq, (uv_stream_t *)&p->conn->tcp, b, nb, on_written);
     if (rc) {
         p->writing = 0;
         conn_close(p->conn, uv_strerror(rc));
@@ -190,6 +208,7 @@ static void on_written(uv_write_t *req, int status)
     p->writing = 0;
     p->wcharge = 0;
     p->wbuf.len = 0;
+    p->wcbuf.len = 0;
     if (p->wbuf.cap > (64u << 20)) {   /* one huge message should not pin memory */
         free(p->wbuf.data);
         p->wbuf = (buf_t){0};
@@ -201,7 +220,7 @@ static void on_written(uv_write_t *req, int status)
             conn_close(p->conn, uv_strerror(status));
         return;
     }
-    if (p->obuf.len)
+    if (p->obuf.len || p->cbuf.len)
         peer_flush(p);
     else if (n->stopping && p->conn && !p->conn->closing)
         conn_close(p->conn, NULL);
@@ -612,7 +631,10 @@ int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
     if (p->dead || (p->ever_up && !p->up) || n->stopping)
         return PHX_EDEAD;
     h->inc = n->inc;
-    int rc = frame_append(&p->obuf, h, prefix, prefix_len, payload, len);
+    int urgent = charge == PHX_NET_URGENT;
+    if (urgent)
+        charge = 0;
+    int rc = frame_append(urgent ? &p->cbuf : &p->obuf, h, prefix, prefix_len, payload, len);
     if (rc)
         return rc;
     p->ocharge += charge;
@@ -629,6 +651,7 @@ void phx_net_close_peer(phx_net_t *n, int peer, const char *why)
     uv_timer_stop(&p->retry);
     uint64_t charge = p->ocharge;
     p->obuf.len = 0;
+    p->cbuf.len = 0;
     p->ocharge = 0;
     if (p->conn)
         conn_close(p->conn, why);
@@ -654,7 +677,7 @@ static void on_stop_timeout(uv_timer_t *t)
 static void close_rest(phx_net_t *n)
 {
     for (int r = 0; r < n->size; r++)
-        uv_close((uv_handle_t *)&n->peers[r].retry, handle_closed);
+        uv_close((uv_handle_t *)&n->peers[r].retry, retry_closed);
     uv_close((uv_handle_t *)&n->listener, handle_closed);
     uv_close((uv_handle_t *)&n->prepare, handle_closed);
 }
@@ -701,6 +724,8 @@ void phx_net_free(phx_net_t *n)
         for (int r = 0; r < n->size; r++) {
             free(n->peers[r].obuf.data);
             free(n->peers[r].wbuf.data);
+            free(n->peers[r].cbuf.data);
+            free(n->peers[r].wcbuf.data);
         }
     free(n->peers);
     free(n->dirty);

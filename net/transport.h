@@ -55,7 +55,11 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
 /* Queues one frame to peer: h's type, src, dst, ssn and tag are used; len is
  * prefix_len + len and inc is the node's. The prefix (e.g. a termination
  * detector piggyback) and payload are copied. charge is reported back through
- * on_drain once written. Returns 0, or PHX_EDEAD if the peer is closed. */
+ * on_drain once written. charge == PHX_NET_URGENT puts the frame in the
+ * peer's urgent lane instead, written ahead of queued frames (heartbeats must
+ * not wait behind application data); urgent frames are not ordered with the
+ * others. Returns 0, or PHX_EDEAD if the peer is closed. */
+#define PHX_NET_URGENT UINT64_MAX
 int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
                  size_t prefix_len, const void *payload, size_t len, uint64_t charge);
 

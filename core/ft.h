@@ -1,0 +1,30 @@
+/* Failure detection inside the node (issue: ring heartbeats + hypercube
+ * broadcast, ft/hb). Glue between the pure state machine and the node's
+ * loop, timers and transport. Comm thread only, unless stated otherwise.
+ *
+ * The node calls these hooks; ft.c owns everything behind them. With
+ * fault tolerance off (cfg.ft == 0) every hook is a no-op. */
+#ifndef PHX_CORE_FT_H
+#define PHX_CORE_FT_H
+
+#include <stdint.h>
+
+#include "net/frame.h"
+
+typedef struct phx_node phx_node_t;
+typedef struct phx_ft phx_ft_t;
+
+/* After the transport started; allocates n->ft. Returns 0 or a negative code. */
+int phx_ft_init(phx_node_t *n);
+/* Every peer connected: start heartbeating. */
+void phx_ft_start(phx_node_t *n);
+/* A PHX_FT_HB or PHX_FT_BCAST frame from peer. */
+void phx_ft_on_frame(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const uint8_t *payload);
+/* A connection to peer broke without BYE (a hint, not a verdict). */
+void phx_ft_on_peer_down(phx_node_t *n, int peer);
+/* The job is ending: stop timers, close handles (uv_close). */
+void phx_ft_stop(phx_node_t *n);
+/* After the loop ended: free everything. */
+void phx_ft_free(phx_node_t *n);
+
+#endif
