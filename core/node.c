@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/node.h"
+#include "core/eventlog.h"
 #include "core/ft.h"
 #include "core/agree.h"
 #include "net/auth.h"
@@ -151,6 +152,7 @@ static void td_declare(void *ctx)
 {
     phx_node_t *n = ctx;
     PHX_INFO("td", "%s: global termination detected", n->td->name);
+    phx_evlog("td_declare", "\"td\":\"%s\"", n->td->name);
     phx_node_exit(n, n->exit_code, 0);
 }
 
@@ -158,6 +160,7 @@ static void td_fatal(void *ctx, int code, const char *why)
 {
     phx_node_t *n = ctx;
     PHX_ERROR("td", "%s cannot decide termination: %s (%s)", n->td->name, why, phx_strerror(code));
+    phx_evlog("td_fatal", "\"td\":\"%s\"", n->td->name);
     phx_node_exit(n, 1, 1);
 }
 
@@ -470,6 +473,7 @@ void phx_node_exit(phx_node_t *n, int code, int propagate)
     if (atomic_exchange(&n->stopping, 1))
         return;
     n->exit_code = code;
+    phx_evlog("exit", "\"code\":%d", code);
     if (propagate && n->net) {
         for (int r = 0; r < n->size; r++) {
             if (r == n->rank || !phx_net_peer_up(n->net, r))
@@ -581,6 +585,8 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     n->inc = incs ? (uint32_t)strtoul(incs, NULL, 10) : 0;
     phx_log_set_rank(n->rank);
     phx_node_current = n;
+    if (phx_evlog_open(n->cfg.eventlog, n->rank))
+        return 2;
 
     uint8_t secret[1024];
     size_t slen = 0;
@@ -725,6 +731,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     free(n->peer_out);
     free(n->dead);
     phx_config_free(&n->cfg);
+    phx_evlog_close();
     phx_node_current = NULL;
     return n->exit_code;
 }
