@@ -446,11 +446,21 @@ void phx_node_notify_dead(phx_node_t *n, int rank, uint32_t inc, uint64_t when_n
 
 /* ---- loop -------------------------------------------------------------- */
 
+static void resume_reads(phx_node_t *n)
+{
+    if (atomic_load(&n->reads_paused) && atomic_load(&n->inbound) <= n->cfg.recv_buffer / 2 &&
+        !atomic_load(&n->stopping)) {
+        atomic_store(&n->reads_paused, 0);
+        phx_net_pause_reads(n->net, 0);
+    }
+}
+
 static void on_async(uv_async_t *a)
 {
     phx_node_t *n = a->data;
     drain_outbox(n);
     td_poll(n);
+    resume_reads(n);
 }
 
 static void on_signal(uv_signal_t *s, int sig)
@@ -683,6 +693,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
         while (uv_run(&n->loop, UV_RUN_NOWAIT)) {
             drain_outbox(n);
             td_poll(n);
+            resume_reads(n);
         }
     } else {
         uv_run(&n->loop, UV_RUN_DEFAULT);

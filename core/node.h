@@ -113,7 +113,11 @@ struct phx_node {
     struct cds_wfcq_tail *batch_t;
     int64_t *batch_n;
     int *batch_touched, batch_ntouched;
-    int64_t batch_pending;
+    int64_t batch_pending, batch_bytes;
+    /* Inbound payload bytes handed to workers and not yet handled; reads
+     * pause above cfg.recv_buffer and resume at half (comm thread decides). */
+    _Atomic int64_t inbound;
+    _Atomic int reads_paused;
     /* written by the comm thread only, read by anyone (relaxed) */
     _Atomic uint64_t td_ctrl_sent, msgs_recv, bytes_recv;
 

@@ -48,6 +48,7 @@ void phx_node_batch_add(phx_node_t *n, phx_msg_t *m)
         n->batch_touched[n->batch_ntouched++] = i;
     n->batch_pending++;
     cds_wfcq_enqueue(&n->batch_h[i], &n->batch_t[i], &m->qn);
+    n->batch_bytes += m->hdr.len;
 }
 
 void phx_node_batch_flush(phx_node_t *n)
@@ -62,6 +63,14 @@ void phx_node_batch_flush(phx_node_t *n)
     }
     n->batch_ntouched = 0;
     n->batch_pending = 0;
+    if (n->batch_bytes) {
+        int64_t q = atomic_fetch_add(&n->inbound, n->batch_bytes) + n->batch_bytes;
+        n->batch_bytes = 0;
+        if (q > n->cfg.recv_buffer && !atomic_load(&n->reads_paused)) {
+            atomic_store(&n->reads_paused, 1);
+            phx_net_pause_reads(n->net, 1);
+        }
+    }
 }
 
 void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m)
@@ -300,11 +309,12 @@ void *phx_worker_main(void *arg)
         /* Counters are settled once per batch: one atomic each instead of
          * one per message keeps the cache lines from bouncing. Finishing the
          * batch before decrementing `work` only delays idleness. */
-        int64_t handled = 0;
+        int64_t handled = 0, inbound = 0;
         struct cds_wfcq_node *qn;
         while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
             phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
             int src_node = m->peer;
+            int64_t len = m->hdr.len;
             switch (m->kind) {
             case PHX_MK_STOP:
                 phx_msg_free(m);
@@ -323,6 +333,7 @@ void *phx_worker_main(void *arg)
                 phx_msg_free(m);
             }
             if (src_node >= 0 && src_node != n->rank) {
+                inbound += len;
                 if (!w->processed[src_node]++)
                     w->touched[w->ntouched++] = src_node;
             }
@@ -334,6 +345,11 @@ void *phx_worker_main(void *arg)
             w->processed[s] = 0;
         }
         w->ntouched = 0;
+        if (inbound) {
+            int64_t q = atomic_fetch_sub(&n->inbound, inbound) - inbound;
+            if (q <= n->cfg.recv_buffer / 2 && atomic_load(&n->reads_paused) && !n->cfg.busy_poll)
+                uv_async_send(&n->async);   /* the comm thread resumes reading */
+        }
         work_done(n, handled);
     }
 }

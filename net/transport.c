@@ -53,7 +53,7 @@ struct phx_net {
     uint8_t secret[1024];
     size_t secret_len;
     uint32_t inc;
-    int rank, size, nup, all_up, stopping;
+    int rank, size, nup, all_up, stopping, reads_paused;
     peer_t *peers;
     peer_t **dirty;
     int ndirty;
@@ -249,6 +249,8 @@ static void peer_up(conn_t *c)
     if (n->cb.on_peer_up)
         n->cb.on_peer_up(n->cb.ctx, p->rank, p->inc);
     mark_dirty(p);
+    if (n->reads_paused)
+        uv_read_stop((uv_stream_t *)&c->tcp);
     if (++n->nup == n->size - 1 && !n->all_up) {
         n->all_up = 1;
         uv_timer_stop(&n->deadline);
@@ -657,6 +659,22 @@ void phx_net_close_peer(phx_net_t *n, int peer, const char *why)
         conn_close(p->conn, why);
     if (charge && n->cb.on_drain)   /* dropped bytes no longer hold senders back */
         n->cb.on_drain(n->cb.ctx, peer, charge);
+}
+
+void phx_net_pause_reads(phx_net_t *n, int pause)
+{
+    if (n->reads_paused == pause)
+        return;
+    n->reads_paused = pause;
+    for (int r = 0; r < n->size; r++) {
+        conn_t *c = n->peers[r].conn;
+        if (!c || !c->up || c->closing)
+            continue;
+        if (pause)
+            uv_read_stop((uv_stream_t *)&c->tcp);
+        else
+            uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    }
 }
 
 int phx_net_peer_up(const phx_net_t *n, int peer) { return n->peers[peer].up; }

@@ -67,6 +67,9 @@ int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
  * node). Idempotent. */
 void phx_net_close_peer(phx_net_t *n, int peer, const char *why);
 int phx_net_peer_up(const phx_net_t *n, int peer);
+/* Stops (1) or resumes (0) reading from every peer: inbound backpressure.
+ * TCP flow control then holds the senders back. */
+void phx_net_pause_reads(phx_net_t *n, int pause);
 /* Bytes queued for peer and not yet written. */
 uint64_t phx_net_queued(const phx_net_t *n, int peer);
 

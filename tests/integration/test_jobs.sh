@@ -30,6 +30,12 @@ for td in 4c edod hcda cda indep rellazy releager; do
     check "fib result with td=$td" grep -q "fib(14) = 377 on 8 nodes.*OK" "$TMP/out"
 done
 
+# Backpressure both ways: tiny send and receive budgets still complete.
+PHX_TD=none PHX_SEND_BUFFER=64k PHX_RECV_BUFFER=256k out -n 2 "$BIN/pingpong" rate 300000
+check "stream completes under 64 KiB send / 256 KiB receive budgets" rc_is 0
+PHX_TD=none PHX_RECV_BUFFER=2m out -n 2 "$BIN/pingpong" bw 50
+check "1 MiB messages complete with a 2 MiB receive budget" rc_is 0
+
 # The job's exit code is every node's exit code.
 out -n 2 "$BIN/pingpong" nosuchmode
 check "job exit code propagates (2)" rc_is 2
