@@ -33,6 +33,21 @@ struct phx_node;
 
 typedef struct phx_pool phx_pool_t;
 
+/* liburcu's queues order memory with their own barriers (documented in
+ * urcu/wfcqueue.h: enqueue is a full barrier, dequeue reads with
+ * CMM_LOAD_SHARED), which ThreadSanitizer cannot see. Under TSan every
+ * hand-off is annotated on the message itself: release before enqueue,
+ * acquire after dequeue, so TSan still checks every access to the payload;
+ * tools/tsan.supp silences only the queue internals. */
+#ifdef PHX_TSAN
+#include <sanitizer/tsan_interface.h>
+#define PHX_HANDOFF_RELEASE(m) __tsan_release(m)
+#define PHX_HANDOFF_ACQUIRE(m) __tsan_acquire(m)
+#else
+#define PHX_HANDOFF_RELEASE(m) ((void)(m))
+#define PHX_HANDOFF_ACQUIRE(m) ((void)(m))
+#endif
+
 typedef struct phx_msg {
     struct cds_wfcq_node qn;    /* must stay first: queues link through it */
     phx_pool_t *owner;          /* NULL: plain heap allocation */

@@ -237,6 +237,7 @@ static void drain_outbox(phx_node_t *n)
     struct cds_wfcq_node *qn;
     while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
         phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
+        PHX_HANDOFF_ACQUIRE(m);
         int held = 0;
         if (m->kind == PHX_MK_CALL) {
             atomic_fetch_sub(&n->work, 1);
@@ -500,6 +501,7 @@ void phx_node_exit(phx_node_t *n, int code, int propagate)
         m->kind = PHX_MK_STOP;
         m->hdr.dst = 0;
         phx_worker_t *w = &n->workers[i];
+        PHX_HANDOFF_RELEASE(m);
         cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
         atomic_thread_fence(memory_order_seq_cst);
         if (atomic_exchange(&w->sleeping, 0))

@@ -1,5 +1,6 @@
 /* Worker threads: run tasks, one message at a time per task. */
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,8 @@
 #include "core/node.h"
 #include "phx_err.h"
 #include "phx_log.h"
+
+#define PHX_WORKER_LINGER_NS 50000
 
 extern phx_type_t phx_types[PHX_MAX_TYPES];
 extern int phx_ntypes;
@@ -37,6 +40,7 @@ void phx_node_enqueue_local(phx_node_t *n, phx_msg_t *m)
 {
     phx_worker_t *w = &n->workers[phx_worker_of(n, m->hdr.dst)];
     atomic_fetch_add_explicit(&n->work, 1, memory_order_relaxed);
+    PHX_HANDOFF_RELEASE(m);
     cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
     wake(w);
 }
@@ -47,8 +51,9 @@ void phx_node_batch_add(phx_node_t *n, phx_msg_t *m)
     if (!n->batch_n[i]++)
         n->batch_touched[n->batch_ntouched++] = i;
     n->batch_pending++;
-    cds_wfcq_enqueue(&n->batch_h[i], &n->batch_t[i], &m->qn);
     n->batch_bytes += m->hdr.len;
+    PHX_HANDOFF_RELEASE(m);
+    cds_wfcq_enqueue(&n->batch_h[i], &n->batch_t[i], &m->qn);
 }
 
 void phx_node_batch_flush(phx_node_t *n)
@@ -76,6 +81,7 @@ void phx_node_batch_flush(phx_node_t *n)
 void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m)
 {
     atomic_fetch_add_explicit(&n->work, 1, memory_order_relaxed);
+    PHX_HANDOFF_RELEASE(m);
     cds_wfcq_enqueue(&n->oh, &n->ot, &m->qn);
     if (!n->cfg.busy_poll)
         uv_async_send(&n->async);
@@ -291,10 +297,20 @@ void *phx_worker_main(void *arg)
     struct cds_wfcq_tail lt;
     cds_wfcq_init(&lh, &lt);
     int spins = 0;
+    uint64_t idle_since = 0;
     for (;;) {
         if (cds_wfcq_empty(&w->ih, &w->it)) {
             if (n->cfg.busy_poll || ++spins < 64) {
                 caa_cpu_relax();
+                continue;
+            }
+            /* A reply often follows within microseconds: linger briefly,
+             * yielding so a lingering worker never holds a core that the
+             * comm thread needs, then park. */
+            if (!idle_since)
+                idle_since = phx_now_ns();
+            if (phx_now_ns() - idle_since < PHX_WORKER_LINGER_NS) {
+                sched_yield();
                 continue;
             }
             atomic_store(&w->sleeping, 1);
@@ -305,6 +321,7 @@ void *phx_worker_main(void *arg)
             continue;
         }
         spins = 0;
+        idle_since = 0;
         __cds_wfcq_splice_blocking(&lh, &lt, &w->ih, &w->it);
         /* Counters are settled once per batch: one atomic each instead of
          * one per message keeps the cache lines from bouncing. Finishing the
@@ -313,6 +330,7 @@ void *phx_worker_main(void *arg)
         struct cds_wfcq_node *qn;
         while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
             phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
+            PHX_HANDOFF_ACQUIRE(m);
             int src_node = m->peer;
             int64_t len = m->hdr.len;
             switch (m->kind) {
