@@ -1,25 +1,403 @@
-/* Placeholder until the detector glue lands: fault tolerance refuses to
- * start rather than pretend. */
+/* Failure detection glue: drives the pure ring-heartbeat detector (ft/hb,
+ * seed 002_*) from the node's libuv loop and transport.
+ *
+ * Everything here runs on the communication thread (the loop's thread):
+ * the timer, the frame and peer-down hooks and every call into the
+ * detector. Workers never touch n->ft.
+ *
+ * Re-entrancy. The detector's callbacks may not call back into it, but the
+ * node's reaction to a death does: phx_node_notify_dead closes the dead
+ * rank's connection, and the transport reports that synchronously through
+ * on_peer_down -> phx_ft_on_peer_down -> phx_ft_hb_suspect. So the callbacks
+ * only record (deaths, fencing) and log; the node is told after the
+ * detector call returned, in flush(), which tolerates being re-entered. */
 #include "core/ft.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "core/eventlog.h"
 #include "core/node.h"
+#include "ft/hb/hb.h"
+#include "ft/hb/ring.h"
 #include "phx_err.h"
+#include "phx_log.h"
+
+struct death {
+    int rank;
+    uint32_t inc;
+    uint64_t when_ns;
+};
+
+struct phx_ft {
+    phx_node_t *n;
+    phx_ft_hb_t *hb;
+    int *ring;                  /* position -> rank, as given to the detector */
+    uv_timer_t timer;
+    int timer_open;             /* initialised and not yet closed */
+    int started, stopped;
+    /* Outputs of the current detector call, applied by flush(). The queue
+     * holds each rank at most once (on_dead fires once per rank). */
+    struct death *q;
+    int qhead, qtail;
+    int fenced_pending, fenced_done;
+    int flushing;
+    uint64_t declared_seen;     /* detector's `declared` counter already logged */
+    int emitter, observer;      /* last logged ring neighbours */
+    /* Isolation fencing (see check_isolation). */
+    uint64_t stalls_seen, last_stall_ns;
+    uint8_t *down;              /* per rank: its connection broke without BYE */
+};
+
+static uint64_t now_ns(void) { return phx_now_ns(); }   /* CLOCK_MONOTONIC */
+
+/* ---- detector callbacks (inside a detector call: record and log only) ---- */
+
+static void hb_send(void *ctx, int dst, unsigned type, const void *buf, size_t len)
+{
+    phx_ft_t *ft = ctx;
+    phx_node_t *n = ft->n;
+    phx_frame_hdr_t h = { .type = (uint8_t)phx_ft_hb_frame_type(type), .tag = type,
+                          .src = (uint64_t)n->rank, .dst = (uint64_t)dst };
+    /* Urgent lane: a heartbeat queued behind megabytes of application data
+     * would arrive late and look like a failure. */
+    int rc = phx_net_send(n->net, dst, &h, NULL, 0, buf, len, PHX_NET_URGENT);
+    if (rc && rc != PHX_EDEAD)   /* EDEAD: closed peer, the detector copes */
+        PHX_WARN("ft", "%s to rank %d not sent: %s", phx_ft_hb_msg_name(type), dst, phx_strerror(rc));
+}
+
+static void hb_on_dead(void *ctx, int rank, uint64_t when)
+{
+    phx_ft_t *ft = ctx;
+    phx_ft_hb_stats_t st;
+    phx_ft_hb_get_stats(ft->hb, &st);
+    /* T3 bumps `declared` right before adding the emitter to D, so a rise
+     * since the last notice means this node originated this detection. */
+    int local = st.declared > ft->declared_seen;
+    if (local) {
+        ft->declared_seen = st.declared;
+        phx_evlog("suspect", "\"dead\":%d", rank);
+    }
+    phx_evlog("notice", "\"dead\":%d,\"via\":\"%s\"", rank, local ? "local" : "bcast");
+    PHX_INFO("ft", "rank %d is dead (%s)", rank, local ? "detected here" : "broadcast");
+    if (ft->qtail < ft->n->size)
+        ft->q[ft->qtail++] = (struct death){ rank, phx_ft_hb_incarnation(ft->hb, rank), when };
+}
+
+static void hb_on_fenced(void *ctx)
+{
+    phx_ft_t *ft = ctx;
+    ft->fenced_pending = 1;
+}
+
+/* ---- after every detector call ----------------------------------------- */
+
+static void on_timer(uv_timer_t *t);
+
+static void rearm(phx_ft_t *ft)
+{
+    if (ft->stopped || !ft->timer_open)
+        return;
+    uint64_t d = phx_ft_hb_next_deadline(ft->hb);
+    if (d == UINT64_MAX) {
+        uv_timer_stop(&ft->timer);
+        return;
+    }
+    /* libuv counts in whole ms from its cached loop time: refresh it and
+     * round up, so the timer never fires before the deadline by more than
+     * the loop clock's granularity (an early tick is a no-op and re-arms). */
+    uv_update_time(&ft->n->loop);
+    uint64_t now = now_ns();
+    uint64_t ms = d > now ? (d - now + 999999) / 1000000 : 0;
+    uv_timer_start(&ft->timer, on_timer, ms, 0);
+}
+
+static void log_ring(phx_ft_t *ft)
+{
+    int e = phx_ft_hb_emitter(ft->hb), o = phx_ft_hb_observer(ft->hb);
+    if (e == ft->emitter && o == ft->observer)
+        return;
+    ft->emitter = e;
+    ft->observer = o;
+    phx_evlog("ring", "\"emitter\":%d,\"observer\":%d", e, o);
+    PHX_INFO("ft", "ring repaired: emitter %d, observer %d", e, o);
+}
+
+/* A node that was not running (SIGSTOP, swap) long enough to be declared
+ * dead cannot hear it from the protocol: phx_node_notify_dead closes the
+ * connection to the dead rank at once (and drops what was queued for it),
+ * so no YOU_ARE_DEAD or BCASTMSG naming us can arrive, and the transport
+ * refuses the rank for good. What does arrive is the evidence: right after
+ * the detector saw its own timer run late (a stall), every peer it still
+ * counts as alive has dropped its connection. A member whose peers are all
+ * alive in its view but unreachable cannot do anything useful either, so
+ * it fences itself instead of declaring the whole cluster dead one emitter
+ * at a time. Without a recent stall the loss of every link is left to the
+ * protocol (all the others may really have crashed). */
+static void check_isolation(phx_ft_t *ft, uint64_t now)
+{
+    phx_node_t *n = ft->n;
+    phx_ft_hb_stats_t st;
+    phx_ft_hb_get_stats(ft->hb, &st);
+    if (st.stalls != ft->stalls_seen) {
+        ft->stalls_seen = st.stalls;
+        ft->last_stall_ns = now;
+    }
+    uint64_t window = 2 * (uint64_t)n->cfg.hb_timeout_ms * 1000000ull;
+    if (!ft->last_stall_ns || now - ft->last_stall_ns > window || phx_ft_hb_is_fenced(ft->hb))
+        return;
+    int alive = 0;
+    for (int r = 0; r < n->size; r++) {
+        if (r == n->rank || phx_ft_hb_is_dead(ft->hb, r))
+            continue;
+        if (!ft->down[r])
+            return;
+        alive++;
+    }
+    if (alive == 0)
+        return;   /* alone by the protocol's own decisions: not isolation */
+    PHX_WARN("ft", "stalled, then lost the connection to all %d live peers: assuming we were "
+                   "declared dead", alive);
+    ft->fenced_pending = 1;
+}
+
+/* Applies what the last detector call produced. Re-entered from
+ * phx_node_notify_dead (see the top comment): the inner call returns at
+ * once and the outer loop picks up anything queued meanwhile. */
+static void flush(phx_ft_t *ft)
+{
+    phx_node_t *n = ft->n;
+    if (ft->flushing)
+        return;
+    ft->flushing = 1;
+    if (ft->started && !ft->fenced_done)
+        check_isolation(ft, now_ns());
+    if (ft->fenced_pending && !ft->fenced_done) {
+        /* We are in the others' D: every message we send is now refused
+         * with YOU_ARE_DEAD, and acting on our own view would split the
+         * group. Leave; the launcher reports exit 75 as fenced. */
+        ft->fenced_done = 1;
+        PHX_ERROR("ft", "declared dead by the cluster (false suspicion?); terminating");
+        phx_evlog("fenced", NULL);
+        phx_node_exit(n, PHX_EXIT_FENCED, 0);
+    }
+    if (!ft->fenced_done)
+        log_ring(ft);
+    while (ft->qhead < ft->qtail) {
+        struct death d = ft->q[ft->qhead++];
+        phx_node_notify_dead(n, d.rank, d.inc, d.when_ns);   /* no-op once stopping */
+    }
+    ft->flushing = 0;
+    rearm(ft);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    phx_ft_t *ft = t->data;
+    if (ft->stopped)
+        return;
+    int rc = phx_ft_hb_tick(ft->hb, now_ns());
+    if (rc && rc != PHX_EFENCED)
+        PHX_ERROR("ft", "detector tick failed: %s", phx_strerror(rc));
+    flush(ft);
+}
+
+/* ---- hooks --------------------------------------------------------------- */
 
 int phx_ft_init(phx_node_t *n)
 {
     if (!n->cfg.ft)
         return 0;
-    fprintf(stderr, "phalanx: fault tolerance is not available in this build\n");
-    return PHX_EINVAL;
+    phx_ft_t *ft = calloc(1, sizeof *ft);
+    uint32_t *host = calloc((size_t)n->size, sizeof *host);
+    if (!ft || !host) {
+        free(ft);
+        free(host);
+        return PHX_ENOMEM;
+    }
+    n->ft = ft;
+    ft->n = n;
+    ft->ring = calloc((size_t)n->size, sizeof *ft->ring);
+    ft->q = calloc((size_t)n->size, sizeof *ft->q);
+    ft->down = calloc((size_t)n->size, 1);
+    if (!ft->ring || !ft->q || !ft->down) {
+        free(host);
+        return PHX_ENOMEM;   /* phx_ft_free releases the rest */
+    }
+    /* Host id = lowest rank with the same host string: identical on every
+     * node, since all nodes got the same PHX_PEERS. */
+    for (int r = 0; r < n->size; r++) {
+        host[r] = (uint32_t)r;
+        for (int q = 0; q < r; q++) {
+            if (strcmp(n->cfg.peers[q].host, n->cfg.peers[r].host) == 0) {
+                host[r] = host[q];
+                break;
+            }
+        }
+    }
+    int rc = phx_ft_ring_build(n->size, host, ft->ring);
+    free(host);
+    if (rc)
+        return rc;
+    phx_ft_hb_cfg_t cfg = {
+        .nranks = n->size,
+        .rank = n->rank,
+        .incarnation = n->inc,
+        .ring = ft->ring,
+        .delta_ns = (uint64_t)n->cfg.hb_timeout_ms * 1000000ull,
+        .eta_ns = (uint64_t)n->cfg.hb_period_ms * 1000000ull,
+        /* hint grace (delta/2) and stall slack (eta): detector defaults */
+    };
+    phx_ft_hb_env_t env = { .ctx = ft, .send = hb_send, .on_dead = hb_on_dead,
+                            .on_fenced = hb_on_fenced };
+    if ((rc = phx_ft_hb_create(&cfg, &env, &ft->hb)))
+        return rc;
+    ft->emitter = phx_ft_hb_emitter(ft->hb);
+    ft->observer = phx_ft_hb_observer(ft->hb);
+    if ((rc = uv_timer_init(&n->loop, &ft->timer))) {
+        PHX_ERROR("ft", "cannot create the heartbeat timer: %s", uv_strerror(rc));
+        return PHX_EIO;
+    }
+    ft->timer.data = ft;
+    ft->timer_open = 1;
+    PHX_INFO("ft", "failure detection on: delta %d ms, eta %d ms, emitter %d, observer %d",
+             n->cfg.hb_timeout_ms, n->cfg.hb_period_ms, ft->emitter, ft->observer);
+    return 0;
 }
 
-void phx_ft_start(phx_node_t *n) { (void)n; }
+void phx_ft_start(phx_node_t *n)
+{
+    phx_ft_t *ft = n->ft;
+    if (!ft || ft->stopped || ft->started)
+        return;
+    ft->started = 1;
+    if (phx_evlog_enabled()) {
+        /* "[r0,r1,...]": at most 11 bytes per rank. The detector's ring has
+         * ring[i+1] observing ring[i]; the event-log contract
+         * (tools/chaos/README.md) has ring[i] observing ring[i+1], so the
+         * order is logged reversed. */
+        size_t cap = (size_t)n->size * 12 + 3, off = 0;
+        char *s = malloc(cap);
+        if (s) {
+            s[off++] = '[';
+            for (int i = 0; i < n->size; i++)
+                off += (size_t)snprintf(s + off, cap - off, "%s%d", i ? "," : "",
+                                        ft->ring[n->size - 1 - i]);
+            s[off++] = ']';
+            s[off] = 0;
+            if (off > 700)   /* the event log truncates lines at 768 bytes */
+                PHX_WARN("ft", "ring of %d ranks does not fit one event-log line: chaos tools "
+                               "will see a malformed start event", n->size);
+            phx_evlog("start", "\"size\":%d,\"ring\":%s", n->size, s);
+            free(s);
+        } else {
+            PHX_ERROR("ft", "out of memory for the start event; the chaos tools need it");
+        }
+    }
+    int rc = phx_ft_hb_start(ft->hb, now_ns());
+    if (rc)
+        PHX_ERROR("ft", "detector start failed: %s", phx_strerror(rc));
+    flush(ft);
+}
+
+/* Logs a received BCASTMSG (wire format in ft/hb/README.md) for the chaos
+ * tools; the detector validates it independently. */
+static void log_bcast(const uint8_t *p, uint32_t len)
+{
+    enum { FIXED = 36 };
+    if (!phx_evlog_enabled() || len < FIXED)
+        return;
+    uint32_t nd = phx_get_le32(p + 32);
+    /* Malformed ones are the detector's to reject; oversized sets would
+     * not fit an event-log line (768 bytes, core/eventlog.c). */
+    if (nd > (len - FIXED) / 4 || len != FIXED + 4 * nd || nd > 48)
+        return;
+    size_t cap = (size_t)nd * 12 + 3, off = 0;
+    char *s = malloc(cap);
+    if (!s)
+        return;   /* diagnostics only */
+    s[off++] = '[';
+    for (uint32_t i = 0; i < nd; i++)
+        off += (size_t)snprintf(s + off, cap - off, "%s%u", i ? "," : "", phx_get_le32(p + FIXED + 4 * i));
+    s[off++] = ']';
+    s[off] = 0;
+    phx_evlog("bcast", "\"origin\":%u,\"seq\":%u,\"dset\":%s", phx_get_le32(p + 16), phx_get_le32(p + 20), s);
+    free(s);
+}
+
 void phx_ft_on_frame(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const uint8_t *payload)
 {
-    (void)n; (void)peer; (void)h; (void)payload;
+    phx_ft_t *ft = n->ft;
+    if (!ft || ft->stopped || ft->fenced_done)
+        return;
+    /* The frame type must match what the tag's message type travels in. */
+    if (phx_ft_hb_frame_type(h->tag) != h->type) {
+        phx_net_close_peer(n->net, peer, "heartbeat frame with a mismatched tag");
+        return;
+    }
+    if (h->type == PHX_FT_BCAST)
+        log_bcast(payload, h->len);
+    int rc = phx_ft_hb_on_msg(ft->hb, peer, h->tag, payload, h->len, now_ns());
+    if (rc == PHX_EPROTO) {
+        phx_net_close_peer(n->net, peer, "malformed heartbeat-protocol message");
+    } else if (rc == PHX_ENOMEM) {
+        /* State unchanged; the message is lost like a dropped packet, which
+         * the protocol absorbs within delta. */
+        PHX_ERROR("ft", "out of memory handling %s from rank %d", phx_ft_hb_msg_name(h->tag), peer);
+    } else if (rc && rc != PHX_EFENCED) {
+        PHX_ERROR("ft", "%s from rank %d: %s", phx_ft_hb_msg_name(h->tag), peer, phx_strerror(rc));
+    }
+    flush(ft);
 }
-void phx_ft_on_peer_down(phx_node_t *n, int peer) { (void)n; (void)peer; }
-void phx_ft_stop(phx_node_t *n) { (void)n; }
-void phx_ft_free(phx_node_t *n) { (void)n; }
+
+void phx_ft_on_peer_down(phx_node_t *n, int peer)
+{
+    phx_ft_t *ft = n->ft;
+    if (!ft || ft->stopped || ft->fenced_done)
+        return;
+    if (peer >= 0 && peer < n->size)
+        ft->down[peer] = 1;
+    /* The transport delivered every byte read from the connection before
+     * reporting its loss, so the hint comes after the last heartbeat. */
+    int rc = phx_ft_hb_suspect(ft->hb, peer, now_ns());
+    if (rc < 0 && rc != PHX_EFENCED)
+        PHX_ERROR("ft", "suspect(rank %d): %s", peer, phx_strerror(rc));
+    else if (rc == 1)
+        PHX_INFO("ft", "connection to emitter %d lost: waiting for its heartbeat grace", peer);
+    flush(ft);
+}
+
+void phx_ft_stop(phx_node_t *n)
+{
+    phx_ft_t *ft = n->ft;
+    if (!ft || ft->stopped)
+        return;
+    ft->stopped = 1;
+    if (ft->timer_open) {
+        uv_timer_stop(&ft->timer);
+        uv_close((uv_handle_t *)&ft->timer, NULL);
+        ft->timer_open = 0;
+    }
+}
+
+void phx_ft_free(phx_node_t *n)
+{
+    phx_ft_t *ft = n->ft;
+    if (!ft)
+        return;
+    if (ft->hb) {
+        phx_ft_hb_stats_t st;
+        phx_ft_hb_get_stats(ft->hb, &st);
+        PHX_INFO("ft", "heartbeats sent %llu, received %llu; declared %llu; stalls %llu; hints %llu",
+                 (unsigned long long)st.sent[PHX_FT_HB_HEARTBEAT],
+                 (unsigned long long)st.recv[PHX_FT_HB_HEARTBEAT], (unsigned long long)st.declared,
+                 (unsigned long long)st.stalls, (unsigned long long)st.hints);
+        phx_ft_hb_destroy(ft->hb);
+    }
+    free(ft->ring);
+    free(ft->q);
+    free(ft->down);
+    free(ft);
+    n->ft = NULL;
+}

@@ -400,12 +400,7 @@ static void on_all_up(void *ctx)
     phx_node_t *n = ctx;
     PHX_INFO("node", "all %d peers connected", n->size - 1);
     phx_ft_start(n);
-    if (n->td) {
-        n->td->start(n->td_st, n->rank == 0);
-        td_flush_self(n);
-    }
     if (n->rank == 0) {
-        n->td_busy = 1;
         phx_msg_t *m = phx_msg_alloc(n->main_len);
         if (!m) {
             phx_node_exit(n, 1, 1);
@@ -675,12 +670,22 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
         }
     }
 
+    signal(SIGPIPE, SIG_IGN);   /* a peer that exits first must not kill us */
+
     phx_net_cb_t cb = { .ctx = n, .on_frame = on_frame, .on_peer_down = on_peer_down,
                         .on_all_up = on_all_up, .on_drain = on_drain, .on_read_end = on_read_end, .on_fatal = on_fatal };
     rc = phx_net_start(&n->loop, &n->cfg, secret, slen, n->inc, &cb, &n->net);
     memset(secret, 0, sizeof secret);
     if (!rc && (rc = phx_ft_init(n)) == 0)
         rc = phx_agree_init(n);
+    /* The detector starts before the loop runs, i.e. before any frame can
+     * arrive: a fully connected peer may send to us before our own last
+     * connection is up, and that message must meet a started detector.
+     * Rank 0 holds the initial work (the main task) from the start. */
+    if (!rc && n->td) {
+        n->td->start(n->td_st, n->rank == 0);
+        n->td_busy = n->rank == 0;
+    }
     if (rc) {
         fprintf(stderr, "phalanx: rank %d: startup failed: %s\n", n->rank, phx_strerror(rc));
         if (n->net) {

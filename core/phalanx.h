@@ -133,4 +133,86 @@ typedef struct phx_stats {
 } phx_stats_t;
 void phx_get_stats(phx_ctx_t *ctx, phx_stats_t *out);
 
+/* ---- agreement and groups (ERA, seed 002_*; issue 4) ----------------------
+ * ULFM-style collectives over groups of nodes. A group is a sorted set of
+ * ranks; the world group holds every rank of the job. Handles are owned by
+ * the runtime and stay valid until phx_main returns.
+ *
+ * Calling rules (as for MPI collectives): on each member node exactly ONE
+ * task calls the collectives of a given group, and every member calls them
+ * in the same order (agree, shrink and allreduce share that order). Each call
+ * blocks the calling worker thread only (other workers and the communication
+ * thread keep running) until the operation completes, so do not call two
+ * collectives of one group from tasks that depend on each other's messages.
+ * Agreement ids are assigned per group in call order. When the job ends
+ * while a call is blocked, it returns PHX_ECANCELED.
+ *
+ * Failures: only with fault tolerance on (--phx-ft). phx_agree and
+ * phx_shrink tolerate any number of member failures, before or during the
+ * call; phx_allreduce does not (it fails, and the recovery is revoke +
+ * agree/shrink). */
+typedef struct phx_group phx_group_t;
+
+enum { PHX_OP_AND = 0, PHX_OP_OR = 1, PHX_OP_MIN = 2, PHX_OP_MAX = 3 };  /* MIN/MAX unsigned */
+
+/* The group of all ranks. Any thread, once phx_main started; NULL before. */
+phx_group_t *phx_group_world(void);
+/* Any thread: number of members, index of this node among them, and a copy
+ * of up to cap member ranks in increasing order (returns the size). */
+int phx_group_size(const phx_group_t *g);
+int phx_group_rank(const phx_group_t *g);
+int phx_group_members(const phx_group_t *g, int *out, int cap);
+/* Any thread: 1 once this node knows g is revoked. */
+int phx_group_revoked(const phx_group_t *g);
+
+/* Fault-tolerant agreement (ERA) over the live members of g: *value is this
+ * node's contribution and, on return, the decided value op-reduced over the
+ * contributions that made the decision (a member that died during the call
+ * may or may not be included; the choice is the same everywhere). Every
+ * surviving member returns the same *value, the same failed set
+ * (phx_agree_failed) and the same code:
+ *   0              no member failure that earlier agreements on g did not
+ *                  already report;
+ *   PHX_EPROCFAIL  new member failures were acknowledged by this agreement
+ *                  (listed by phx_agree_failed); later agreements on g no
+ *                  longer report them;
+ *   PHX_EREVOKED   no new failure, but some contributor had seen g revoked
+ *                  (agreement still works on a revoked group, as in ULFM).
+ * *value is defined for all three. Other negative codes (PHX_EINVAL,
+ * PHX_ECANCELED, PHX_ENOMEM) mean no agreement took place. */
+int phx_agree(phx_ctx_t *ctx, phx_group_t *g, uint64_t *value, int op);
+/* The failures the calling node's last phx_agree or phx_shrink on g
+ * acknowledged (new ones only), in increasing rank order, same at every
+ * survivor: copies up to cap ranks into out and returns their number. Call
+ * from the task that makes g's collective calls. */
+int phx_agree_failed(phx_ctx_t *ctx, phx_group_t *g, int *out, int cap);
+/* Revokes g: every surviving member learns it (phx_group_revoked), its
+ * pending and future phx_allreduce calls on g fail with PHX_EREVOKED, and
+ * agreements on g return PHX_EREVOKED unless they report new failures.
+ * Does not block for the others; returns 0 or a negative code. Any task. */
+int phx_revoke(phx_ctx_t *ctx, phx_group_t *g);
+/* Agrees on the dead members of g and builds the group of the others:
+ * every survivor gets the same members and group id. Works on revoked
+ * groups; the new group is not revoked. Returns 0 (and *out) or a negative
+ * code; the failures it acknowledged are given by phx_agree_failed(g). */
+int phx_shrink(phx_ctx_t *ctx, phx_group_t *g, phx_group_t **out);
+/* Plain allreduce (binomial-tree reduce to the first member, then the same
+ * tree down): NOT fault tolerant. Same calling rules and op as phx_agree.
+ * Returns 0, PHX_EPROCFAIL (a member of g is known dead: the call gives up,
+ * possibly at some members only -- recover with revoke + shrink),
+ * PHX_EREVOKED, or another negative code. */
+int phx_allreduce(phx_ctx_t *ctx, phx_group_t *g, uint64_t *value, int op);
+
+/* Fault injection for tests (tests/integration/test_agree.sh): this node
+ * raises SIGKILL on its communication thread at agreement number k (0-based,
+ * call order) on the world group, at point:
+ *   PHX_AGREE_DIE_SENT     once its first frame of that agreement (its
+ *                          contribution; the decision for the root) has
+ *                          been written to the socket;
+ *   PHX_AGREE_DIE_DECIDED  on learning the decision, before forwarding it
+ *                          or returning it.
+ * Call before phx_main. Returns 0 or PHX_EINVAL. */
+enum { PHX_AGREE_DIE_SENT = 1, PHX_AGREE_DIE_DECIDED = 2 };
+int phx_agree_debug_die(uint64_t k, int point);
+
 #endif
