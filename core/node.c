@@ -413,6 +413,7 @@ static void on_all_up(void *ctx)
         if (n->main_len)
             memcpy(m->data, n->main_arg, n->main_len);
         phx_node_enqueue_local(n, m);
+        atomic_fetch_sub(&n->work, 1);   /* the placeholder from phx_main */
     }
 }
 
@@ -686,6 +687,10 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
         n->td->start(n->td_st, n->rank == 0);
         n->td_busy = n->rank == 0;
     }
+    /* Until on_all_up spawns it, the main task is rank 0's pending work:
+     * the node must not look idle to the detector in the meantime. */
+    if (n->rank == 0)
+        atomic_store(&n->work, 1);
     if (rc) {
         fprintf(stderr, "phalanx: rank %d: startup failed: %s\n", n->rank, phx_strerror(rc));
         if (n->net) {
