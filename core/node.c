@@ -523,17 +523,7 @@ static void free_worker_state(phx_worker_t *w)
     for (size_t i = 0; i < w->tasks.cap; i++) {
         if (!w->tasks.keys[i])
             continue;
-        phx_task_t *t = (phx_task_t *)(uintptr_t)w->tasks.vals[i];
-        if (phx_types[t->type].fini)
-            phx_types[t->type].fini(t->state);
-        phx_map_free(&t->out_ssn);
-        phx_map_free(&t->in_ssn);
-        while (t->held) {
-            phx_msg_t *m = t->held;
-            t->held = (phx_msg_t *)m->qn.next;
-            phx_msg_free(m);
-        }
-        free(t);
+        phx_task_free((phx_task_t *)(uintptr_t)w->tasks.vals[i]);
     }
     for (size_t i = 0; i < w->pending.cap; i++) {
         phx_msg_t *m = w->pending.keys[i] ? (phx_msg_t *)(uintptr_t)w->pending.vals[i] : NULL;

@@ -152,6 +152,8 @@ void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m);
  * connection, then tells the termination detector, the agreement engine and
  * the registered failure callbacks. Called by the failure detector. */
 void phx_node_notify_dead(phx_node_t *n, int rank, uint32_t inc, uint64_t when_ns);
+/* Runs the type's fini and frees the task and its held messages. */
+void phx_task_free(phx_task_t *t);
 /* Worker entry point. */
 void *phx_worker_main(void *arg);
 /* Comm thread: begin the end of the job with code; propagate tells peers. */

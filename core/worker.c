@@ -95,13 +95,11 @@ static void work_done(phx_node_t *n, int64_t k)
         uv_async_send(&n->async);
 }
 
-static void task_destroy(phx_worker_t *w, phx_task_t *t)
+void phx_task_free(phx_task_t *t)
 {
     const phx_type_t *ty = &phx_types[t->type];
     if (ty->fini)
         ty->fini(t->state);
-    phx_map_del(&w->tasks, t->id);
-    phx_map_put(&w->gone, t->id);
     phx_map_free(&t->out_ssn);
     phx_map_free(&t->in_ssn);
     while (t->held) {
@@ -110,6 +108,13 @@ static void task_destroy(phx_worker_t *w, phx_task_t *t)
         phx_msg_free(m);
     }
     free(t);
+}
+
+static void task_destroy(phx_worker_t *w, phx_task_t *t)
+{
+    phx_map_del(&w->tasks, t->id);
+    phx_map_put(&w->gone, t->id);
+    phx_task_free(t);
 }
 
 /* Runs m's handler on t. Returns 1 if the task was destroyed. */
