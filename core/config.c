@@ -24,6 +24,7 @@ typedef struct opt {
 static const opt_t opts[] = {
     O("workers", OPT_INT, workers, "0", "worker threads (0: cores - 1, at least 1)"),
     O("busy-poll", OPT_BOOL, busy_poll, "0", "spin on queues instead of sleeping (trades a core for latency)"),
+    O("linger-us", OPT_INT, linger_us, "50", "idle threads yield-spin this long before sleeping (0: sleep at once)"),
     O("startup-timeout", OPT_INT, startup_timeout_ms, "30000", "ms to wait for peers at startup"),
     O("send-buffer", OPT_I64, send_buffer, "67108864", "bytes queued per peer before senders block"),
     O("recv-buffer", OPT_I64, recv_buffer, "268435456", "undelivered inbound bytes before reading pauses"),

@@ -28,6 +28,7 @@ typedef struct phx_config {
     /* options */
     int workers;                     /* worker threads; default ncpu-1, min 1 */
     int busy_poll;                   /* spin instead of sleeping */
+    int linger_us;                   /* yield-spin this long before parking */
     int startup_timeout_ms;          /* give up connecting after this */
     int64_t send_buffer;             /* per-peer queued bytes before senders block */
     int64_t recv_buffer;             /* undelivered inbound bytes before reads pause */

@@ -1,5 +1,6 @@
 /* The node: communication thread, startup, shutdown and the public API. */
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/syscall.h>
@@ -358,6 +359,7 @@ static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_
 static void on_read_end(void *ctx)
 {
     phx_node_t *n = ctx;
+    n->activity++;
     phx_node_batch_flush(n);
     if (n->td)
         td_flush_self(n);
@@ -455,6 +457,7 @@ static void resume_reads(phx_node_t *n)
 static void on_async(uv_async_t *a)
 {
     phx_node_t *n = a->data;
+    n->activity++;
     drain_outbox(n);
     td_poll(n);
     resume_reads(n);
@@ -697,6 +700,26 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
             td_poll(n);
             resume_reads(n);
         }
+    } else if (n->cfg.linger_us > 0) {
+        /* After activity, poll without blocking for linger_us (yielding the
+         * core each round): a reply that follows within microseconds is
+         * then picked up without an epoll wake-up. */
+        uint64_t linger = (uint64_t)n->cfg.linger_us * 1000;
+        for (;;) {
+            uint64_t seen = n->activity, t0 = phx_now_ns();
+            while (phx_now_ns() - t0 < linger) {
+                if (!uv_run(&n->loop, UV_RUN_NOWAIT))
+                    goto done;
+                if (n->activity != seen) {
+                    seen = n->activity;
+                    t0 = phx_now_ns();
+                }
+                sched_yield();
+            }
+            if (!uv_run(&n->loop, UV_RUN_ONCE))
+                break;
+        }
+    done:;
     } else {
         uv_run(&n->loop, UV_RUN_DEFAULT);
     }

@@ -131,6 +131,7 @@ struct phx_node {
     phx_deliver_hook_fn hook;
     void *hook_ctx;
 
+    uint64_t activity;          /* comm thread: bumped by I/O callbacks (linger) */
     int exit_code;
     int net_stopped, closing;
     int main_type;

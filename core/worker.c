@@ -11,8 +11,6 @@
 #include "phx_err.h"
 #include "phx_log.h"
 
-#define PHX_WORKER_LINGER_NS 50000
-
 extern phx_type_t phx_types[PHX_MAX_TYPES];
 extern int phx_ntypes;
 
@@ -314,7 +312,7 @@ void *phx_worker_main(void *arg)
              * comm thread needs, then park. */
             if (!idle_since)
                 idle_since = phx_now_ns();
-            if (phx_now_ns() - idle_since < PHX_WORKER_LINGER_NS) {
+            if (phx_now_ns() - idle_since < (uint64_t)n->cfg.linger_us * 1000) {
                 sched_yield();
                 continue;
             }
