@@ -699,6 +699,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
             drain_outbox(n);
             td_poll(n);
             resume_reads(n);
+            sched_yield();   /* see the worker's busy-poll loop */
         }
     } else if (n->cfg.linger_us > 0) {
         /* After activity, poll without blocking for linger_us (yielding the

@@ -303,8 +303,15 @@ void *phx_worker_main(void *arg)
     uint64_t idle_since = 0;
     for (;;) {
         if (cds_wfcq_empty(&w->ih, &w->it)) {
-            if (n->cfg.busy_poll || ++spins < 64) {
+            if (++spins < 64) {
                 caa_cpu_relax();
+                continue;
+            }
+            if (n->cfg.busy_poll) {
+                /* Spin, but hand the core over whenever another thread is
+                 * runnable: on an oversubscribed box a pure spinner would
+                 * make every hand-off wait for a scheduler tick. */
+                sched_yield();
                 continue;
             }
             /* A reply often follows within microseconds: linger briefly,
