@@ -166,6 +166,7 @@ static void td_fatal(void *ctx, int code, const char *why)
 }
 
 static void send_primary(phx_node_t *n, phx_msg_t *m, const uint8_t *pb);
+static void maybe_start_job(phx_node_t *n);
 
 static void td_release(void *ctx, uint64_t token, const uint8_t *pb)
 {
@@ -325,6 +326,11 @@ static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_
         return;
     }
     case PHX_FT_CTRL:
+        if (h->tag == PHX_CTRL_READY && n->rank == 0 && n->nready >= 0) {
+            n->nready++;
+            maybe_start_job(n);
+            return;
+        }
         if (h->tag == PHX_CTRL_EXIT) {
             PHX_INFO("node", "rank %d ended the job with code %u", peer, (unsigned)h->ssn);
             phx_node_exit(n, (int)h->ssn, 0);
@@ -397,26 +403,41 @@ static void on_fatal(void *ctx, int code, const char *why)
     phx_node_exit(n, 1, 0);
 }
 
+/* Rank 0 starts the job once every node is fully connected: before that a
+ * node that dies could leave a peer waiting forever for its first link,
+ * and that peer's failure detector would never start. */
+static void maybe_start_job(phx_node_t *n)
+{
+    if (n->rank != 0 || !n->all_up || n->nready < n->size - 1 || atomic_load(&n->stopping))
+        return;
+    n->nready = -1;   /* once */
+    PHX_INFO("node", "all %d nodes ready: starting the job", n->size);
+    phx_msg_t *m = phx_msg_alloc(n->main_len);
+    if (!m) {
+        phx_node_exit(n, 1, 1);
+        return;
+    }
+    m->kind = PHX_MK_SPAWN;
+    m->type_id = (uint16_t)n->main_type;
+    m->hdr.dst = make_tid(0, 0, atomic_fetch_add(&n->next_seq, 1));
+    m->peer = 0;
+    if (n->main_len)
+        memcpy(m->data, n->main_arg, n->main_len);
+    phx_node_enqueue_local(n, m);
+    atomic_fetch_sub(&n->work, 1);   /* the placeholder from phx_main */
+}
+
 static void on_all_up(void *ctx)
 {
     phx_node_t *n = ctx;
     PHX_INFO("node", "all %d peers connected", n->size - 1);
+    n->all_up = 1;
     phx_ft_start(n);
-    if (n->rank == 0) {
-        phx_msg_t *m = phx_msg_alloc(n->main_len);
-        if (!m) {
-            phx_node_exit(n, 1, 1);
-            return;
-        }
-        m->kind = PHX_MK_SPAWN;
-        m->type_id = (uint16_t)n->main_type;
-        m->hdr.dst = make_tid(0, 0, atomic_fetch_add(&n->next_seq, 1));
-        m->peer = 0;
-        if (n->main_len)
-            memcpy(m->data, n->main_arg, n->main_len);
-        phx_node_enqueue_local(n, m);
-        atomic_fetch_sub(&n->work, 1);   /* the placeholder from phx_main */
+    if (n->rank != 0) {
+        phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = PHX_CTRL_READY, .src = (uint64_t)n->rank };
+        phx_net_send(n->net, 0, &h, NULL, 0, NULL, 0, 0);
     }
+    maybe_start_job(n);
 }
 
 /* ---- failures ---------------------------------------------------------- */

@@ -29,7 +29,7 @@
 #define PHX_EXIT_FENCED 75      /* declared dead by the others */
 
 /* PHX_FT_CTRL tags used by the node (the transport owns tags below 16). */
-enum { PHX_CTRL_EXIT = 16 };
+enum { PHX_CTRL_EXIT = 16, PHX_CTRL_READY = 17 };
 
 typedef struct phx_node phx_node_t;
 typedef struct phx_worker phx_worker_t;
@@ -132,6 +132,7 @@ struct phx_node {
     void *hook_ctx;
 
     uint64_t activity;          /* comm thread: bumped by I/O callbacks (linger) */
+    int nready, all_up;         /* startup barrier (rank 0 counts READY) */
     int exit_code;
     int net_stopped, closing;
     int main_type;

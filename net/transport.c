@@ -53,7 +53,7 @@ struct phx_net {
     uint8_t secret[1024];
     size_t secret_len;
     uint32_t inc;
-    int rank, size, nup, all_up, stopping, reads_paused;
+    int rank, size, nup, never, all_up, stopping, reads_paused;
     peer_t *peers;
     peer_t **dirty;
     int ndirty;
@@ -243,6 +243,10 @@ static void peer_up(conn_t *c)
     peer_t *p = c->peer;
     c->up = 1;
     p->up = 1;
+    /* "All up" means every peer completed a handshake once: a peer may
+     * already have died by the time the last one connects, and the job
+     * must still start (the failure detector handles the dead one). */
+    int first = !p->ever_up;
     p->ever_up = 1;
     p->inc = (uint32_t)phx_auth_peer_inc(c->auth);
     PHX_INFO("net", "rank %d up (incarnation %u)", p->rank, p->inc);
@@ -251,7 +255,8 @@ static void peer_up(conn_t *c)
     mark_dirty(p);
     if (n->reads_paused)
         uv_read_stop((uv_stream_t *)&c->tcp);
-    if (++n->nup == n->size - 1 && !n->all_up) {
+    ++n->nup;
+    if (first && ++n->never == n->size - 1 && !n->all_up) {
         n->all_up = 1;
         uv_timer_stop(&n->deadline);
         if (n->cb.on_all_up)
