@@ -58,6 +58,9 @@ test)
     *) echo "usage: ./build.sh test [--asan|--tsan]" >&2; exit 2 ;;
     esac
     build "$dir" -DPHX_SANITIZE="$san"
+    # Sanitizers slow every thread several-fold: the failure-detection
+    # timeout the multi-node tests derive their waits from scales with it.
+    [ -n "$san" ] && export PHX_HB_TIMEOUT=${PHX_HB_TIMEOUT:-3000}
     cd "$dir"
     # ASan: leaks are errors; TSan: the whole suite runs, reports fail a test.
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \

@@ -143,7 +143,7 @@ done
 # ---- SIGKILL of an interior node ----------------------------------------
 # Heartbeat timeout delta; a failure is known everywhere within about
 # 2*delta + broadcast, so 10*delta is generous.
-HB_MS=300
+HB_MS=${PHX_HB_TIMEOUT:-1000}   # delta; every wait below derives from it
 export PHX_HB_TIMEOUT=$HB_MS
 VICTIM=3            # interior: with --map random every node holds cells
                     # with children elsewhere while the tree grows
