@@ -71,7 +71,12 @@ void phx_pool_set_current(phx_pool_t *p);
 
 /* Any thread. Returns a message with cap >= len and hdr.len = len, or NULL. */
 phx_msg_t *phx_msg_alloc(size_t len);
-/* Any thread; returns the buffer to its owning pool. NULL is ignored. */
+/* Any thread; returns the buffer to its owning pool. NULL is ignored.
+ * Buffers of other threads' pools are batched: they reach their owner at
+ * the calling thread's next phx_pool_flush. */
 void phx_msg_free(phx_msg_t *m);
+/* Pushes this thread's batched remote frees to their owners. Call at the
+ * end of every batch of work and before the thread exits. */
+void phx_pool_flush(void);
 
 #endif

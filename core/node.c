@@ -284,6 +284,7 @@ static void drain_outbox(phx_node_t *n)
     }
     if (n->td)
         td_flush_self(n);
+    phx_pool_flush();
 }
 
 /* ---- incoming ---------------------------------------------------------- */

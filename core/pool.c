@@ -15,6 +15,17 @@ struct phx_pool {
 
 static _Thread_local phx_pool_t *cur_pool;
 
+/* Remote frees are gathered per (owner, class) and pushed as one chain:
+ * one CAS per batch instead of one per message. phx_pool_flush pushes
+ * them; the threads call it at the end of each batch they process. */
+#define NDEFER 4
+typedef struct defer {
+    phx_pool_t *owner;
+    int cls;
+    phx_msg_t *head, *tail;
+} defer_t;
+static _Thread_local defer_t deferred[NDEFER];
+
 /* The free-list link reuses the queue node's next pointer: a message on a
  * free list is on no queue. */
 static inline phx_msg_t *next_of(phx_msg_t *m) { return (phx_msg_t *)m->qn.next; }
@@ -43,6 +54,7 @@ void phx_pool_destroy(phx_pool_t *p)
 {
     if (!p)
         return;
+    phx_pool_flush();
     for (int c = 0; c < NCLASS; c++) {
         free_chain(p->free[c]);
         free_chain(atomic_exchange(&p->remote[c], NULL));
@@ -103,6 +115,26 @@ phx_msg_t *phx_msg_alloc(size_t len)
     return m;
 }
 
+static void push_chain(phx_pool_t *o, int c, phx_msg_t *head, phx_msg_t *tail)
+{
+    phx_msg_t *old = atomic_load_explicit(&o->remote[c], memory_order_relaxed);
+    do {
+        set_next(tail, old);
+    } while (!atomic_compare_exchange_weak_explicit(&o->remote[c], &old, head,
+                 memory_order_release, memory_order_relaxed));
+}
+
+void phx_pool_flush(void)
+{
+    for (int i = 0; i < NDEFER; i++) {
+        defer_t *d = &deferred[i];
+        if (d->head)
+            push_chain(d->owner, d->cls, d->head, d->tail);
+        d->owner = NULL;
+        d->head = d->tail = NULL;
+    }
+}
+
 void phx_msg_free(phx_msg_t *m)
 {
     if (!m)
@@ -123,9 +155,16 @@ void phx_msg_free(phx_msg_t *m)
         o->nfree[c]++;
         return;
     }
-    phx_msg_t *head = atomic_load_explicit(&o->remote[c], memory_order_relaxed);
-    do {
-        set_next(m, head);
-    } while (!atomic_compare_exchange_weak_explicit(&o->remote[c], &head, m,
-                 memory_order_release, memory_order_relaxed));
+    defer_t *d = &deferred[((uintptr_t)o >> 6 ^ (uintptr_t)c) % NDEFER];
+    if (d->owner != o || d->cls != c) {
+        if (d->head)
+            push_chain(d->owner, d->cls, d->head, d->tail);
+        d->owner = o;
+        d->cls = c;
+        d->head = d->tail = NULL;
+    }
+    set_next(m, d->head);
+    d->head = m;
+    if (!d->tail)
+        d->tail = m;
 }

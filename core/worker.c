@@ -349,6 +349,7 @@ void *phx_worker_main(void *arg)
                 /* The job is over: whatever is still queued is discarded. */
                 while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt)))
                     phx_msg_free(caa_container_of(qn, phx_msg_t, qn));
+                phx_pool_flush();
                 return NULL;
             case PHX_MK_SPAWN:
                 spawn(w, m);
@@ -373,6 +374,7 @@ void *phx_worker_main(void *arg)
             w->processed[s] = 0;
         }
         w->ntouched = 0;
+        phx_pool_flush();
         if (inbound) {
             int64_t q = atomic_fetch_sub(&n->inbound, inbound) - inbound;
             if (q <= n->cfg.recv_buffer / 2 && atomic_load(&n->reads_paused) && !n->cfg.busy_poll)
