@@ -53,7 +53,7 @@ struct phx_net {
     uint8_t secret[1024];
     size_t secret_len;
     uint32_t inc;
-    int rank, size, nup, never, all_up, stopping, reads_paused;
+    int rank, size, nup_once, all_up, stopping, reads_paused;   /* nup_once: peers up at least once */
     peer_t *peers;
     peer_t **dirty;
     int ndirty;
@@ -255,8 +255,7 @@ static void peer_up(conn_t *c)
     mark_dirty(p);
     if (n->reads_paused)
         uv_read_stop((uv_stream_t *)&c->tcp);
-    ++n->nup;
-    if (first && ++n->never == n->size - 1 && !n->all_up) {
+    if (first && ++n->nup_once == n->size - 1 && !n->all_up) {
         n->all_up = 1;
         uv_timer_stop(&n->deadline);
         if (n->cb.on_all_up)
@@ -454,7 +453,6 @@ static void conn_close(conn_t *c, const char *why)
         int was_up = c->up;
         p->up = 0;
         if (was_up) {
-            n->nup--;
             if (!n->stopping) {
                 if (c->got_bye)
                     PHX_INFO("net", "rank %d left", p->rank);
