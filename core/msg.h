@@ -38,7 +38,7 @@ typedef struct phx_pool phx_pool_t;
  * CMM_LOAD_SHARED), which ThreadSanitizer cannot see. Under TSan every
  * hand-off is annotated on the message itself: release before enqueue,
  * acquire after dequeue, so TSan still checks every access to the payload;
- * tools/tsan.supp silences only the queue internals. */
+ * core/pool.c's built-in TSan suppressions silence only the queue internals. */
 #ifdef PHX_TSAN
 #include <sanitizer/tsan_interface.h>
 #define PHX_HANDOFF_RELEASE(m) __tsan_release(m)

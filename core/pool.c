@@ -15,6 +15,29 @@ struct phx_pool {
 
 static _Thread_local phx_pool_t *cur_pool;
 
+#ifdef PHX_TSAN
+/* Built in rather than passed through TSAN_OPTIONS, so they hold wherever
+ * the binary runs (containers included). liburcu's queues synchronise with
+ * volatile accesses and explicit barriers that TSan does not model; every
+ * message handed through them is annotated with __tsan_release/acquire
+ * (msg.h), so races on payloads still report. Only the queue internals are
+ * silenced. This file is linked into every program that uses the queues. */
+const char *__tsan_default_suppressions(void);
+const char *__tsan_default_suppressions(void)
+{
+    return "race:_cds_wfcq_empty\n"
+           "race:___cds_wfcq_append\n"
+           "race:___cds_wfcq_splice\n"
+           "race:___cds_wfcq_dequeue_with_state\n"
+           "race:___cds_wfcq_node_sync_next\n"
+           "race:___cds_wfcq_first\n"
+           "race:___cds_wfcq_next\n"
+           "race:__cds_wfcq_splice_blocking\n"
+           "race:__cds_wfcq_dequeue_blocking\n"
+           "race:_cds_wfcq_enqueue\n";
+}
+#endif
+
 /* Remote frees are gathered per (owner, class) and pushed as one chain:
  * one CAS per batch instead of one per message. phx_pool_flush pushes
  * them; the threads call it at the end of each batch they process. */
