@@ -1,9 +1,7 @@
 /* The node: communication thread, startup, shutdown and the public API. */
-#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,11 +179,10 @@ static void td_release(void *ctx, uint64_t token, const uint8_t *pb)
 }
 
 /* Reports remote messages the workers finished, then idleness. */
-static void td_poll(phx_node_t *n)
+/* Reports every remote message the workers finished since the last call;
+ * returns whether there was any. */
+static int td_harvest(phx_node_t *n)
 {
-    if (!n->td || atomic_load(&n->stopping))
-        return;
-    td_flush_self(n);
     int ended = 0;
     for (int s = 0; s < n->size; s++) {
         uint64_t k = atomic_exchange_explicit(&n->processed[s], 0, memory_order_acquire);
@@ -193,16 +190,21 @@ static void td_poll(phx_node_t *n)
         while (k--)
             n->td->on_processed(n->td_st, s);
     }
+    return ended;
+}
+
+static void td_poll(phx_node_t *n)
+{
+    if (!n->td || atomic_load(&n->stopping))
+        return;
+    td_flush_self(n);
+    int ended = td_harvest(n);
     /* Messages gathered in this read but not yet handed over are work too. */
     if (n->td_busy && n->batch_pending == 0 && atomic_load(&n->work) == 0) {
         /* Zero work is stable here (only this thread raises it), but a
          * worker may have counted a message between the harvest and the
          * load: harvest once more so on_processed precedes on_idle. */
-        for (int s = 0; s < n->size; s++) {
-            uint64_t k = atomic_exchange_explicit(&n->processed[s], 0, memory_order_acquire);
-            while (k--)
-                n->td->on_processed(n->td_st, s);
-        }
+        td_harvest(n);
         n->td_busy = 0;
         n->td_held_new = 0;
         n->td->on_idle(n->td_st);
@@ -524,9 +526,7 @@ void phx_node_exit(phx_node_t *n, int code, int propagate)
         phx_worker_t *w = &n->workers[i];
         PHX_HANDOFF_RELEASE(m);
         cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
-        atomic_thread_fence(memory_order_seq_cst);
-        if (atomic_exchange(&w->sleeping, 0))
-            syscall(SYS_futex, &w->sleeping, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        phx_worker_wake(w);
     }
     pthread_mutex_lock(&n->bp_lock);
     pthread_cond_broadcast(&n->bp_cond);   /* blocked senders see stopping */

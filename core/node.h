@@ -154,6 +154,8 @@ void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m);
  * connection, then tells the termination detector, the agreement engine and
  * the registered failure callbacks. Called by the failure detector. */
 void phx_node_notify_dead(phx_node_t *n, int rank, uint32_t inc, uint64_t when_ns);
+/* Any thread, after enqueueing into w's inbox: unparks w if it sleeps. */
+void phx_worker_wake(phx_worker_t *w);
 /* Runs the type's fini and frees the task and its held messages. */
 void phx_task_free(phx_task_t *t);
 /* Worker entry point. */

@@ -24,7 +24,7 @@ static void futex_wake(_Atomic uint32_t *w)
     syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-static void wake(phx_worker_t *w)
+void phx_worker_wake(phx_worker_t *w)
 {
     /* Dekker pairing with the worker's sleeping=1 then re-check: one of us
      * sees the other's write. */
@@ -40,7 +40,7 @@ void phx_node_enqueue_local(phx_node_t *n, phx_msg_t *m)
     atomic_fetch_add_explicit(&n->work, 1, memory_order_relaxed);
     PHX_HANDOFF_RELEASE(m);
     cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
-    wake(w);
+    phx_worker_wake(w);
 }
 
 void phx_node_batch_add(phx_node_t *n, phx_msg_t *m)
@@ -62,7 +62,7 @@ void phx_node_batch_flush(phx_node_t *n)
         atomic_fetch_add_explicit(&n->work, n->batch_n[i], memory_order_relaxed);
         __cds_wfcq_splice_blocking(&w->ih, &w->it, &n->batch_h[i], &n->batch_t[i]);
         n->batch_n[i] = 0;
-        wake(w);
+        phx_worker_wake(w);
     }
     n->batch_ntouched = 0;
     n->batch_pending = 0;
