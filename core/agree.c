@@ -15,6 +15,7 @@
  * needs, so never the urgent lane); the frame tag says whose payload it is:
  * TAG_ERA for the era's own messages, TAG_AR for the allreduce below. */
 #include "core/agree.h"
+#include "core/metrics.h"
 
 #include <linux/futex.h>
 #include <signal.h>
@@ -28,6 +29,7 @@
 #include "ft/era/group.h"
 #include "phx_err.h"
 #include "phx_log.h"
+#include "phx_wire.h"
 
 #define SUB "agree"
 #define WORLD_GID 1u
@@ -68,7 +70,6 @@ struct phx_group {
     phx_ft_group_t *fg;
     uint64_t next_aid;              /* agree and shrink share the aid order */
     uint64_t ar_next;               /* allreduce sequence */
-    phx_ft_rankset_t reported;      /* failures earlier agreements reported */
     int broken;                     /* a member is dead: allreduce gives up */
     agree_req_t *cur;               /* the collective in flight (one caller) */
     uint64_t cur_id;                /* its aid or allreduce seq */
@@ -97,8 +98,12 @@ struct phx_agree {
     phx_group_t *groups, *world;    /* comm thread; world immutable after init */
     ar_inst_t *ars;
     size_t nars;
-    pthread_mutex_t lock;           /* guards stopped and waiters */
+    pthread_mutex_t lock;           /* guards stopped, waiters and acked */
     int stopped;
+    /* THE acknowledged failures of this node, for phx_failure_ack, every
+     * agreement and every group (copied into the group before each ERA
+     * start). An agreement acknowledges the failures it reports. */
+    phx_ft_rankset_t acked;
     agree_req_t *waiters;
     /* fault injection (phx_agree_debug_die) */
     uv_idle_t die_idle;
@@ -231,16 +236,55 @@ static phx_group_t *group_wrap(phx_agree_t *a, phx_ft_group_t *fg)
     return g;
 }
 
-/* failed minus what g already reported; records it as reported. */
-static int take_fresh(phx_group_t *g, const phx_ft_rankset_t *failed, phx_ft_rankset_t *fresh)
+/* failed minus what this node had acknowledged; acknowledges failed. */
+static int take_fresh(phx_agree_t *a, const phx_ft_rankset_t *failed, phx_ft_rankset_t *fresh)
 {
     int any = 0;
+    pthread_mutex_lock(&a->lock);
     for (int i = 0; i < PHX_FT_RANKSET_WORDS; i++) {
-        fresh->w[i] = failed->w[i] & ~g->reported.w[i];
-        g->reported.w[i] |= failed->w[i];
+        fresh->w[i] = failed->w[i] & ~a->acked.w[i];
+        a->acked.w[i] |= failed->w[i];
         any |= fresh->w[i] != 0;
     }
+    pthread_mutex_unlock(&a->lock);
     return any;
+}
+
+/* Comm thread, before an ERA start on g: g contributes the node's state. */
+static void sync_acked(phx_agree_t *a, phx_group_t *g)
+{
+    phx_ft_rankset_t snap;
+    pthread_mutex_lock(&a->lock);
+    snap = a->acked;
+    pthread_mutex_unlock(&a->lock);
+    phx_ft_ulfm_set_acked(g->fg, &snap);
+}
+
+int phx_agree_ack(phx_node_t *n, const int *ranks, int k)
+{
+    phx_agree_t *a = n->agree;
+    if (!a)
+        return PHX_EINVAL;
+    pthread_mutex_lock(&a->lock);
+    for (int i = 0; i < k; i++)
+        if (ranks[i] >= 0 && ranks[i] < PHX_FT_ERA_MAX_RANKS)
+            phx_ft_rankset_add(&a->acked, ranks[i]);
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}
+
+int phx_agree_count_acked(phx_node_t *n, const int *ranks, int k)
+{
+    phx_agree_t *a = n->agree;
+    if (!a)
+        return 0;
+    int c = 0;
+    pthread_mutex_lock(&a->lock);
+    for (int i = 0; i < k; i++)
+        c += ranks[i] >= 0 && ranks[i] < PHX_FT_ERA_MAX_RANKS &&
+             phx_ft_rankset_test(&a->acked, ranks[i]);
+    pthread_mutex_unlock(&a->lock);
+    return c;
 }
 
 /* ---- fault injection ---------------------------------------------------- */
@@ -294,12 +338,12 @@ static void era_decided_cb(void *ctx, uint64_t gid, uint64_t aid, const phx_ft_e
                            const phx_ft_rankset_t *failed, int era_rc)
 {
     phx_agree_t *a = ctx;
-    (void)era_rc;   /* see take_fresh: rc is derived from the agreed history */
     if (die_point == PHX_AGREE_DIE_DECIDED && gid == WORLD_GID && aid == die_k) {
         PHX_INFO(SUB, "fault injection: dying on the decision of agreement %llu",
                  (unsigned long long)aid);
         raise(SIGKILL);
     }
+    phx_metrics_add(PHX_M_AGREEMENTS, 1);
     phx_group_t *g = group_find(a, gid);
     if (!g || !g->cur || g->cur->kind != RQ_AGREE || g->cur_id != aid) {
         PHX_ERROR(SUB, "decision for agreement %llu of group %llu nobody waits for",
@@ -311,8 +355,11 @@ static void era_decided_cb(void *ctx, uint64_t gid, uint64_t aid, const phx_ft_e
     /* Word 1 carries "revoked here" so that it reduces like the value:
      * AND/MIN of "not revoked", OR/MAX of "revoked". */
     int revoked = (r->op == PHX_OP_AND || r->op == PHX_OP_MIN) ? value->w[1] == 0 : value->w[1] != 0;
+    /* ERA's rc is uniform: EPROCFAIL iff a decided failure was not
+     * acknowledged by every contributor (each gave its node's state). */
     int rc = 0;
-    if (take_fresh(g, failed, &r->fresh))
+    take_fresh(a, failed, &r->fresh);
+    if (era_rc == PHX_EPROCFAIL)
         rc = PHX_EPROCFAIL;
     else if (revoked)
         rc = PHX_EREVOKED;
@@ -346,7 +393,7 @@ static void era_shrunk_cb(void *ctx, uint64_t gid, uint64_t aid, phx_ft_group_t 
         return;
     }
     agree_req_t *r = g->cur;
-    take_fresh(g, failed, &r->fresh);
+    take_fresh(a, failed, &r->fresh);
     r->newg = group_wrap(a, newg);
     finish_cur(g, r->newg ? 0 : PHX_ENOMEM);
 }
@@ -376,12 +423,16 @@ static int ar_nchildren(int i, int m)
 
 static void ar_send(phx_agree_t *a, int dst, int kind, const ar_inst_t *x, uint64_t v)
 {
-    uint8_t buf[AR_LEN] = {0};
-    buf[0] = (uint8_t)kind;
-    buf[1] = x->op;
-    phx_put_le64(buf + 8, x->gid);
-    phx_put_le64(buf + 16, x->seq);
-    phx_put_le64(buf + 24, v);
+    uint8_t buf[AR_LEN];
+    phx_wenc_t e;
+    phx_wenc_init(&e, buf, sizeof buf);
+    phx_wenc_u8(&e, (uint8_t)kind);
+    phx_wenc_u8(&e, x->op);
+    phx_wenc_u16(&e, 0);
+    phx_wenc_u32(&e, 0);
+    phx_wenc_u64(&e, x->gid);
+    phx_wenc_u64(&e, x->seq);
+    phx_wenc_u64(&e, v);   /* exactly AR_LEN bytes */
     phx_frame_hdr_t h = { .type = PHX_FT_ERA, .tag = TAG_AR, .src = (uint64_t)a->n->rank,
                           .dst = (uint64_t)dst };
     int rc = phx_net_send(a->n->net, dst, &h, NULL, 0, buf, sizeof buf, 0);
@@ -506,23 +557,28 @@ static void ar_start(phx_agree_t *a, agree_req_t *r)
 
 static void ar_on_msg(phx_agree_t *a, int peer, const uint8_t *p, size_t len)
 {
-    if (len != AR_LEN || (p[0] != AR_UP && p[0] != AR_DOWN) || p[1] > PHX_OP_MAX) {
-        phx_net_close_peer(a->n->net, peer, "malformed allreduce frame");
+    phx_wdec_t d;
+    phx_wdec_init(&d, p, len);
+    unsigned kind = phx_wdec_u8(&d), op = phx_wdec_u8(&d);
+    (void)phx_wdec_u16(&d);
+    (void)phx_wdec_u32(&d);
+    uint64_t gid = phx_wdec_u64(&d), seq = phx_wdec_u64(&d), v = phx_wdec_u64(&d);
+    if (phx_wdec_end(&d, 1) < 0 || (kind != AR_UP && kind != AR_DOWN) || op > PHX_OP_MAX) {
+        phx_net_reject(a->n->net, peer, "malformed allreduce frame");
         return;
     }
-    uint64_t gid = phx_get_le64(p + 8), seq = phx_get_le64(p + 16), v = phx_get_le64(p + 24);
     phx_group_t *g = group_find(a, gid);
     if (g && (g->broken || atomic_load(&g->revoked)))
         return;   /* the local call gave up already, or will at once */
     if (g && !group_has(g, peer)) {
-        phx_net_close_peer(a->n->net, peer, "allreduce frame from a non-member");
+        phx_net_reject(a->n->net, peer, "allreduce frame from a non-member");
         return;
     }
     int pi = g ? phx_ft_group_index_of(g->fg, peer) : -1;
     ar_inst_t *x = ar_find(a, gid, seq);
-    if (p[0] == AR_DOWN) {
-        if (!g || !x || !x->sent || g->index == 0 || pi != ar_parent(g->index) || x->op != p[1]) {
-            phx_net_close_peer(a->n->net, peer, "unexpected allreduce result");
+    if (kind == AR_DOWN) {
+        if (!g || !x || !x->sent || g->index == 0 || pi != ar_parent(g->index) || x->op != op) {
+            phx_net_reject(a->n->net, peer, "unexpected allreduce result");
             return;
         }
         ar_finish(a, x, v);
@@ -531,7 +587,7 @@ static void ar_on_msg(phx_agree_t *a, int peer, const uint8_t *p, size_t len)
     /* UP: from a child of ours (checked at start when the group is not
      * known yet: a shrink that a faster peer finished first). */
     if (g && (pi <= 0 || ar_parent(pi) != g->index)) {
-        phx_net_close_peer(a->n->net, peer, "allreduce contribution from a non-child");
+        phx_net_reject(a->n->net, peer, "allreduce contribution from a non-child");
         return;
     }
     if (!x && !(x = ar_new(a, gid, seq))) {
@@ -540,11 +596,11 @@ static void ar_on_msg(phx_agree_t *a, int peer, const uint8_t *p, size_t len)
         phx_node_exit(a->n, 1, 1);
         return;
     }
-    if ((x->has_op && x->op != p[1]) || phx_ft_rankset_test(&x->from, peer) || x->sent) {
-        phx_net_close_peer(a->n->net, peer, "inconsistent allreduce contribution");
+    if ((x->has_op && x->op != op) || phx_ft_rankset_test(&x->from, peer) || x->sent) {
+        phx_net_reject(a->n->net, peer, "inconsistent allreduce contribution");
         return;
     }
-    x->op = p[1];
+    x->op = (uint8_t)op;
     x->has_op = 1;
     phx_ft_rankset_add(&x->from, peer);
     x->agg = x->has_agg ? ar_reduce(x->op, x->agg, v) : v;
@@ -584,11 +640,13 @@ static void on_call(phx_node_t *n, phx_msg_t *m)
         int rev = atomic_load(&g->revoked) != 0;
         v.w[1] = (r->op == PHX_OP_AND || r->op == PHX_OP_MIN) ? (uint64_t)!rev : (uint64_t)rev;
         g->cur_id = g->next_aid++;
+        sync_acked(a, g);
         rc = phx_ft_era_start(a->era, g->fg, g->cur_id, &v, (phx_ft_era_op_t)r->op);
         break;
     }
     case RQ_SHRINK:
         g->cur_id = g->next_aid++;
+        sync_acked(a, g);
         rc = phx_ft_ulfm_shrink(a->era, g->fg, g->cur_id);
         break;
     case RQ_ALLREDUCE:
@@ -614,6 +672,20 @@ int phx_agree_init(phx_node_t *n)
     a->n = n;
     pthread_mutex_init(&a->lock, NULL);
     n->agree = a;
+    if (n->size > PHX_FT_ERA_MAX_RANKS) {
+        /* ERA's rank sets are fixed-size values; no limit applies without
+         * fault tolerance: the job runs, without groups. */
+        if (n->cfg.ft) {
+            PHX_ERROR(SUB, "fault-tolerant agreement (ERA) supports at most %d ranks (fixed-size "
+                           "rank sets, ft/era); this job has %d: run fewer ranks or --phx-ft=0",
+                      PHX_FT_ERA_MAX_RANKS, n->size);
+            return PHX_ERANGE;
+        }
+        PHX_INFO(SUB, "%d ranks, more than ERA's %d: phx_group_world() is NULL, so agreement, "
+                      "shrink and allreduce are off (fault tolerance is off too)",
+                 n->size, PHX_FT_ERA_MAX_RANKS);
+        return 0;
+    }
     phx_ft_era_env_t env = { .ctx = a, .send = era_send_cb, .decided = era_decided_cb,
                              .revoked = era_revoked_cb, .shrunk = era_shrunk_cb };
     int rc = phx_ft_era_create(&env, n->rank, n->size, &a->era);
@@ -648,13 +720,13 @@ void phx_agree_on_frame(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const
         ar_on_msg(a, peer, payload, h->len);
         return;
     }
-    if (h->tag != TAG_ERA) {
-        phx_net_close_peer(n->net, peer, "agreement frame with an unknown tag");
+    if (h->tag != TAG_ERA || !a->era) {
+        phx_net_reject(n->net, peer, "agreement frame with an unknown tag");
         return;
     }
     int rc = phx_ft_era_on_msg(a->era, peer, payload, h->len);
     if (rc == PHX_EPROTO) {
-        phx_net_close_peer(n->net, peer, "malformed or inconsistent agreement message");
+        phx_net_reject(n->net, peer, "malformed or inconsistent agreement message");
     } else if (rc < 0) {
         /* Losing an era message could block every survivor: end the job. */
         PHX_ERROR(SUB, "agreement message from rank %d dropped: %s", peer, phx_strerror(rc));
@@ -665,7 +737,7 @@ void phx_agree_on_frame(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const
 void phx_agree_on_failure(phx_node_t *n, int rank)
 {
     phx_agree_t *a = n->agree;
-    if (!a || a->stopped)
+    if (!a || a->stopped || !a->era)
         return;
     int rc = phx_ft_era_on_failure(a->era, rank);
     if (rc < 0)

@@ -17,6 +17,11 @@ int phx_agree_init(phx_node_t *n);
 void phx_agree_on_frame(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const uint8_t *payload);
 /* Failure notice (from phx_node_notify_dead). */
 void phx_agree_on_failure(phx_node_t *n, int rank);
+/* The node's one acknowledged-failures state (phx_failure_ack, agreements,
+ * groups). Any thread. ack: acknowledges ranks[0..k); 0 or PHX_EINVAL
+ * before init. count_acked: how many of ranks[0..k) are acknowledged. */
+int phx_agree_ack(phx_node_t *n, const int *ranks, int k);
+int phx_agree_count_acked(phx_node_t *n, const int *ranks, int k);
 /* The job is ending: fail pending calls, close handles. */
 void phx_agree_stop(phx_node_t *n);
 /* After the loop ended. */

@@ -2,6 +2,9 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <sched.h>
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +12,8 @@
 
 #include "phx_err.h"
 #include "phx_log.h"
+#include "core/phalanx.h"
+#include "tools/phx/phx_hostfile.h"
 
 enum opt_kind { OPT_INT, OPT_I64, OPT_BOOL, OPT_STR };
 
@@ -18,23 +23,35 @@ typedef struct opt {
     size_t off, size;
     const char *def;
     const char *help;
+    const char *valid;          /* what a good value looks like (NULL: by kind) */
 } opt_t;
 
-#define O(k, kind, field, def, help) { k, kind, offsetof(phx_config_t, field), sizeof(((phx_config_t *)0)->field), def, help }
+#define O(k, kind, field, def, help, valid) \
+    { k, kind, offsetof(phx_config_t, field), sizeof(((phx_config_t *)0)->field), def, help, valid }
 static const opt_t opts[] = {
-    O("workers", OPT_INT, workers, "0", "worker threads (0: cores - 1, at least 1)"),
-    O("busy-poll", OPT_BOOL, busy_poll, "0", "spin on queues instead of sleeping (trades a core for latency)"),
-    O("linger-us", OPT_INT, linger_us, "50", "idle threads yield-spin this long before sleeping (0: sleep at once)"),
-    O("startup-timeout", OPT_INT, startup_timeout_ms, "30000", "ms to wait for peers at startup"),
-    O("send-buffer", OPT_I64, send_buffer, "67108864", "bytes queued per peer before senders block"),
-    O("recv-buffer", OPT_I64, recv_buffer, "268435456", "undelivered inbound bytes before reading pauses"),
-    O("max-frame", OPT_I64, max_frame, "268435456", "largest accepted message payload in bytes"),
-    O("td", OPT_STR, td, "", "termination detector: 4c|edod|hcda|cda|indep|rellazy|releager (default 4c, rellazy with ft)"),
-    O("ft", OPT_BOOL, ft, "0", "fault tolerance: failure detection and recovery"),
-    O("hb-timeout", OPT_INT, hb_timeout_ms, "1000", "suspicion timeout delta in ms"),
-    O("hb-period", OPT_INT, hb_period_ms, "0", "heartbeat period eta in ms (0: delta/10)"),
-    O("eventlog", OPT_STR, eventlog, "", "JSON-lines event log file (%r is replaced by the rank)"),
-    O("log", OPT_STR, log, "warn", "log level: error|warn|info|debug"),
+    O("workers", OPT_INT, workers, "0", "worker threads (0: this node's share of the cores - 1, "
+      "at least 1)", NULL),
+    O("busy-poll", OPT_BOOL, busy_poll, "0", "spin on queues instead of sleeping (trades a core for latency)", NULL),
+    O("linger-us", OPT_INT, linger_us, "50", "idle threads yield-spin this long before sleeping (0: sleep at once)", NULL),
+    O("startup-timeout", OPT_INT, startup_timeout_ms, "30000", "ms to wait for peers at startup", NULL),
+    O("send-buffer", OPT_I64, send_buffer, "67108864", "bytes queued per peer before senders block", NULL),
+    O("recv-buffer", OPT_I64, recv_buffer, "268435456", "undelivered inbound bytes before reading pauses", NULL),
+    O("max-frame", OPT_I64, max_frame, "268435456", "largest accepted message payload in bytes", NULL),
+    O("td", OPT_STR, td, "", "termination detector (default 4c, rellazy with ft)",
+      "none, 4c, edod, hcda, cda, indep, rellazy or releager"),
+    O("ft", OPT_BOOL, ft, "0", "fault tolerance: failure detection and notification", NULL),
+    O("hb-timeout", OPT_INT, hb_timeout_ms, "1000", "suspicion timeout delta in ms", "a positive number of ms, e.g. 1000"),
+    O("hb-period", OPT_INT, hb_period_ms, "0", "heartbeat period eta in ms (0: delta/10)", NULL),
+    O("eventlog", OPT_STR, eventlog, "", "JSON-lines event log file (%r is replaced by the rank)", NULL),
+    O("metrics-port", OPT_INT, metrics_port, "0", "serve Prometheus /metrics on this port + rank (0: off)",
+      "a TCP port such that port + rank <= 65535, or 0"),
+    O("log", OPT_STR, log, "warn", "log level", "error, warn, info or debug"),
+    O("recovery", OPT_STR, recovery, "none", "recovery mode (checkpoint/restart needs ft)", "none or cr"),
+    O("ckpt-interval", OPT_INT, ckpt_interval, "0",
+      "seconds between automatic checkpoints under recovery=cr (0: only phx_checkpoint)", "a whole number of seconds >= 0, e.g. 10"),
+    O("ckpt-dir", OPT_STR, ckpt_dir, "", "directory for disk checkpoints under recovery=cr (\"\": memory only)", NULL),
+    O("restart", OPT_STR, restart, "", "restart a recovery=cr job from the last disk checkpoint in this directory", NULL),
+    O("restart-on", OPT_STR, restart_on, "survivors", "where a lost node's tasks restart", "survivors"),
 };
 #undef O
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -94,8 +111,22 @@ static int set_opt(phx_config_t *cfg, const opt_t *o, const char *val, const cha
         strcpy(f, val);
         return 0;
     }
-bad:
-    fprintf(stderr, "phalanx: bad value '%s' for option %s (from %s)\n", val, o->key, src);
+bad:;
+    char room[48];
+    const char *want = o->valid;
+    if (!want) {
+        switch (o->kind) {
+        case OPT_INT: want = "a whole number from 0 to 2147483647"; break;
+        case OPT_I64: want = "a byte count, with an optional k, m or g suffix (e.g. 64m)"; break;
+        case OPT_BOOL: want = "on or off (also 1/0, true/false, yes/no)"; break;
+        case OPT_STR:
+            snprintf(room, sizeof room, "at most %zu characters", o->size - 1);
+            want = room;
+            break;
+        }
+    }
+    fprintf(stderr, "phalanx: bad value '%s' for option %s (from %s): expected %s\n", val, o->key,
+            src, want);
     return PHX_EINVAL;
 }
 
@@ -112,7 +143,8 @@ static int load_file(phx_config_t *cfg, const char *path, unsigned char *set)
 {
     FILE *fp = fopen(path, "r");
     if (!fp) {
-        fprintf(stderr, "phalanx: cannot open config file %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "phalanx: cannot open config file '%s' (--phx-config / PHX_CONFIG): %s\n", path,
+                strerror(errno));
         return PHX_ENOENT;
     }
     char line[1024], src[600];
@@ -189,7 +221,11 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
     memset(cfg, 0, sizeof *cfg);
     unsigned char set[NOPTS] = {0};
     const char *cfgfile = getenv("PHX_CONFIG");
-    int rc = 0;
+    /* Direct launch by srun: the identity comes from Slurm's step. */
+    int rc = phx_slurm_identity();
+    if (rc < 0)
+        return rc;
+    rc = 0;
 
     for (size_t i = 0; i < NOPTS; i++)
         if ((rc = set_opt(cfg, &opts[i], opts[i].def, "default")))
@@ -210,17 +246,21 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
             continue;
         }
         if (kn == 4 && !strncmp(k, "help", 4)) {
-            phx_config_usage();
+            /* Once per job: every node of a launched job gets the flag. */
+            const char *me = getenv("PHX_RANK");
+            if (!me || !strcmp(me, "0"))
+                phx_config_usage();
+            fflush(stdout);
             exit(0);
         }
         const opt_t *o = find_opt(k, kn);
         if (!o) {
-            fprintf(stderr, "phalanx: unknown option %s (see --phx-help)\n", a);
+            fprintf(stderr, "phalanx: unknown option %s (--phx-help lists the keys)\n", a);
             return PHX_EINVAL;
         }
         const char *v = eq ? eq + 1 : (o->kind == OPT_BOOL ? "1" : NULL);
         if (!v) {
-            fprintf(stderr, "phalanx: option %s needs =VALUE\n", a);
+            fprintf(stderr, "phalanx: option %s needs a value: --phx-%s=VALUE\n", a, o->key);
             return PHX_EINVAL;
         }
         if ((rc = set_opt(cfg, o, v, "command line")))
@@ -249,11 +289,26 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
         return rc;
 
     if (cfg->workers == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        cfg->workers = n > 1 ? (int)n - 1 : 1;
+        /* The CPUs this process may run on (a container's cpuset, not the
+         * whole machine). srun --cpu-bind gives each task its own: its
+         * share already. */
+        cpu_set_t cs;
+        long cpus = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs)
+                                                             : sysconf(_SC_NPROCESSORS_ONLN);
+        const char *bt = getenv("SLURM_CPU_BIND_TYPE");
+        int bound = bt && *bt && strncmp(bt, "none", 4) != 0;
+        const char *ls = getenv("PHX_LOCAL_SIZE");
+        int64_t local = 1;
+        if (ls && (parse_i64(ls, &local) || local < 1 || local > 65535)) {
+            fprintf(stderr, "phalanx: bad PHX_LOCAL_SIZE '%s': expected the number of nodes on "
+                            "this host, 1 to 65535\n", ls);
+            return PHX_EINVAL;
+        }
+        cfg->workers = phx_config_default_workers((int)cpus, (int)local, bound);
     }
     if (cfg->hb_timeout_ms <= 0) {
-        fprintf(stderr, "phalanx: hb-timeout must be positive\n");
+        fprintf(stderr, "phalanx: bad value 0 for option hb-timeout: expected a positive number of "
+                        "ms, e.g. 1000\n");
         return PHX_EINVAL;
     }
     if (cfg->hb_period_ms == 0)
@@ -265,7 +320,8 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
     else if (!strcmp(cfg->log, "info")) phx_log_set_level(PHX_LOG_INFO);
     else if (!strcmp(cfg->log, "debug")) phx_log_set_level(PHX_LOG_DEBUG);
     else {
-        fprintf(stderr, "phalanx: bad log level '%s'\n", cfg->log);
+        fprintf(stderr, "phalanx: bad value '%s' for option log: expected error, warn, info or debug\n",
+                cfg->log);
         return PHX_EINVAL;
     }
 
@@ -297,6 +353,44 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
     return parse_peers(cfg, p);
 }
 
+int phx_config_default_workers(int cpus, int local, int bound)
+{
+    int share = bound || local < 1 ? cpus : cpus / local;
+    return share > 1 ? share - 1 : 1;
+}
+
+int phx_config_read_secret(int fd, uint8_t *out, size_t cap, size_t *len)
+{
+    size_t n = 0;
+    for (;;) {
+        char c;
+        /* One byte at a time: nothing after the line may be consumed, the
+         * rest of stdin is the launcher's lifeline. */
+        ssize_t r = read(fd, &c, 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            fprintf(stderr, "phalanx: PHX_SECRET_STDIN=1 but stdin %s before the secret's end of line "
+                            "(the launcher or its ssh session is gone)\n",
+                    r < 0 ? strerror(errno) : "ended");
+            return r < 0 ? -errno : PHX_EIO;
+        }
+        if (c == '\n')
+            break;
+        if (n == cap) {
+            fprintf(stderr, "phalanx: the secret on stdin is longer than %zu bytes\n", cap);
+            return PHX_ENOSPC;
+        }
+        out[n++] = (uint8_t)c;
+    }
+    if (!n) {
+        fprintf(stderr, "phalanx: the secret on stdin is empty\n");
+        return PHX_EINVAL;
+    }
+    *len = n;
+    return 0;
+}
+
 void phx_config_free(phx_config_t *cfg)
 {
     free(cfg->peers);
@@ -305,8 +399,50 @@ void phx_config_free(phx_config_t *cfg)
 
 void phx_config_usage(void)
 {
-    fprintf(stderr, "Phalanx runtime options (flag --phx-KEY=V > env PHX_KEY > config file):\n");
-    for (size_t i = 0; i < NOPTS; i++)
-        fprintf(stderr, "  --phx-%-16s %s [default %s]\n", opts[i].key, opts[i].help,
-                opts[i].def[0] ? opts[i].def : "\"\"");
+    printf("Phalanx runtime options. Set each as flag --phx-KEY=VALUE (before or after the\n"
+           "program under phx run), environment PHX_KEY (upper case, '_' for '-') or a line\n"
+           "'key = value' in the config file, in that order of precedence.\n\n");
+    for (size_t i = 0; i < NOPTS; i++) {
+        printf("  --phx-%-16s %s [default %s]", opts[i].key, opts[i].help,
+               opts[i].def[0] ? opts[i].def : "\"\"");
+        if (opts[i].valid)
+            printf(": %s", opts[i].valid);
+        putchar('\n');
+    }
+    printf("  --phx-%-16s read options from FILE (also PHX_CONFIG)\n", "config=FILE");
+    printf("  --phx-%-16s print this list and exit\n", "help");
+    printf("\nEnvironment only:\n"
+           "  PHX_SECRET, PHX_SECRET_FILE  cluster secret (phx run makes one per job)\n"
+           "  PHX_STATS=1                  print each node's counters as JSON at exit\n"
+           "  PHX_RANK, PHX_SIZE, PHX_PEERS, PHX_JOB_ID, PHX_LIFELINE  set by phx run\n"
+           "  PHX_LOCAL_SIZE               nodes on this host: divides its cores (phx run sets it)\n"
+           "  PHX_SECRET_STDIN=1           the secret is stdin's first line (phx run, remote nodes)\n"
+           "  under srun without phx, the identity comes from SLURM_PROCID, SLURM_NTASKS,\n"
+           "  SLURM_STEP_NODELIST; ports from PHX_BASE_PORT (see README)\n");
+}
+
+int phx_arg_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end;
+    if (!s || !isdigit((unsigned char)*s))
+        return PHX_EINVAL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return PHX_EINVAL;
+    *out = v;
+    return 0;
+}
+
+int phx_usage_error(const char *usage, const char *fmt, ...)
+{
+    const char *me = getenv("PHX_RANK");
+    if (!me || !strcmp(me, "0")) {   /* one message per job, not one per node */
+        va_list ap;
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "\nusage: %s\n", usage);
+    }
+    return 2;
 }

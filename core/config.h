@@ -6,7 +6,8 @@
  * '_'), and a config file (`--phx-config=FILE` or PHX_CONFIG) of
  * `key = value` lines with '#' comments. The launcher supplies the job's
  * identity (PHX_RANK, PHX_SIZE, PHX_PEERS, PHX_JOB_ID) through the
- * environment only.
+ * environment only; under srun without it, phx_slurm_identity derives them
+ * from Slurm's step variables.
  *
  * Single-threaded: parse once in phx_main before any thread starts. */
 #ifndef PHX_CONFIG_H
@@ -39,6 +40,13 @@ typedef struct phx_config {
     int hb_period_ms;                /* eta: heartbeat period (0: delta/10) */
     char eventlog[512];              /* JSON-lines event log path ("" = off) */
     char log[16];                    /* error|warn|info|debug */
+    /* recovery (core/recovery.h) */
+    char recovery[16];               /* none|cr|... */
+    int ckpt_interval;               /* seconds between automatic checkpoints (0: none) */
+    char ckpt_dir[512];              /* disk checkpoints ("" = memory only) */
+    char restart_on[16];             /* survivors|spare|respawn */
+    char restart[512];               /* restart from the disk checkpoint in this dir */
+    int metrics_port;                /* /metrics on this + rank (0: off) */
 } phx_config_t;
 
 /* Parses argv (removing --phx-* flags in place; *argc updated), the
@@ -46,7 +54,22 @@ typedef struct phx_config {
  * printing a message naming the bad key or value. */
 int phx_config_load(phx_config_t *cfg, int *argc, char **argv);
 void phx_config_free(phx_config_t *cfg);
-/* Prints every option with its value and source, for --phx-help. */
+
+/* Default worker count: this node's share of its host's CPUs, less one
+ * for its comm thread, at least 1. cpus: CPUs in the affinity mask (a
+ * container's cpuset, else the host's); local: nodes on this host
+ * (PHX_LOCAL_SIZE); bound: each node was given its own CPUs already
+ * (srun --cpu-bind: SLURM_CPU_BIND_TYPE other than none), so the mask is
+ * the share and is not divided again. Pure. */
+int phx_config_default_workers(int cpus, int local, int bound);
+
+/* Reads one "SECRET\n" line from fd a byte at a time, so nothing after it
+ * is consumed (for PHX_SECRET_STDIN=1 the rest of stdin is the launcher's
+ * lifeline). 0, or PHX_EIO at end of file, PHX_ENOSPC past cap, PHX_EINVAL
+ * if empty; each with a message on stderr. Blocking; startup only. */
+int phx_config_read_secret(int fd, uint8_t *out, size_t cap, size_t *len);
+/* Prints every option, its default and what a valid value looks like, to
+ * stdout, for --phx-help. */
 void phx_config_usage(void);
 
 #endif

@@ -23,6 +23,7 @@
 #include "ft/hb/ring.h"
 #include "phx_err.h"
 #include "phx_log.h"
+#include "phx_wire.h"
 
 struct death {
     int rank;
@@ -44,10 +45,11 @@ struct phx_ft {
     int fenced_pending, fenced_done;
     int flushing;
     uint64_t declared_seen;     /* detector's `declared` counter already logged */
+    uint64_t last_notice_ns;    /* when the last failure notice was handled */
     int emitter, observer;      /* last logged ring neighbours */
     /* Isolation fencing (see check_isolation). */
-    uint64_t stalls_seen, last_stall_ns;
-    uint8_t *down;              /* per rank: its connection broke without BYE */
+    uint8_t *down;              /* per rank: its connection broke without BYE,
+                                 * and no heartbeat frame came from it since */
 };
 
 static uint64_t now_ns(void) { return phx_now_ns(); }   /* CLOCK_MONOTONIC */
@@ -109,7 +111,10 @@ static void rearm(phx_ft_t *ft)
      * the loop clock's granularity (an early tick is a no-op and re-arms). */
     uv_update_time(&ft->n->loop);
     uint64_t now = now_ns();
-    uint64_t ms = d > now ? (d - now + 999999) / 1000000 : 0;
+    /* At least 1 ms, also for a deadline already past: a timer due in the
+     * current iteration could run before the sockets are polled, and the
+     * detector's T3 relies on reading them between two ticks. */
+    uint64_t ms = d > now ? (d - now + 999999) / 1000000 : 1;
     uv_timer_start(&ft->timer, on_timer, ms, 0);
 }
 
@@ -127,25 +132,18 @@ static void log_ring(phx_ft_t *ft)
 /* A node that was not running (SIGSTOP, swap) long enough to be declared
  * dead cannot hear it from the protocol: phx_node_notify_dead closes the
  * connection to the dead rank at once (and drops what was queued for it),
- * so no YOU_ARE_DEAD or BCASTMSG naming us can arrive, and the transport
- * refuses the rank for good. What does arrive is the evidence: right after
- * the detector saw its own timer run late (a stall), every peer it still
- * counts as alive has dropped its connection. A member whose peers are all
- * alive in its view but unreachable cannot do anything useful either, so
- * it fences itself instead of declaring the whole cluster dead one emitter
- * at a time. Without a recent stall the loss of every link is left to the
- * protocol (all the others may really have crashed). */
+ * so no YOU_ARE_DEAD, BCASTMSG or DSET naming us can arrive, and the
+ * transport refuses the rank for good. What does arrive is the evidence:
+ * every peer it still counts as alive has dropped its connection. That is
+ * evidence only while the detector is in doubt (phx_ft_hb_in_doubt: a stall
+ * long enough, by the configured delta and eta, for our observer to have
+ * declared us, which ended within 2 delta). A node that was merely slow,
+ * or was never stopped, does not fence itself however many peers vanish:
+ * they may all have crashed, and the protocol decides. */
 static void check_isolation(phx_ft_t *ft, uint64_t now)
 {
     phx_node_t *n = ft->n;
-    phx_ft_hb_stats_t st;
-    phx_ft_hb_get_stats(ft->hb, &st);
-    if (st.stalls != ft->stalls_seen) {
-        ft->stalls_seen = st.stalls;
-        ft->last_stall_ns = now;
-    }
-    uint64_t window = 2 * (uint64_t)n->cfg.hb_timeout_ms * 1000000ull;
-    if (!ft->last_stall_ns || now - ft->last_stall_ns > window || phx_ft_hb_is_fenced(ft->hb))
+    if (phx_ft_hb_is_fenced(ft->hb) || !phx_ft_hb_in_doubt(ft->hb, now))
         return;
     int alive = 0;
     for (int r = 0; r < n->size; r++) {
@@ -157,7 +155,7 @@ static void check_isolation(phx_ft_t *ft, uint64_t now)
     }
     if (alive == 0)
         return;   /* alone by the protocol's own decisions: not isolation */
-    PHX_WARN("ft", "stalled, then lost the connection to all %d live peers: assuming we were "
+    PHX_WARN("ft", "stalled past delta, then lost the connection to all %d live peers: we were "
                    "declared dead", alive);
     ft->fenced_pending = 1;
 }
@@ -186,6 +184,7 @@ static void flush(phx_ft_t *ft)
         log_ring(ft);
     while (ft->qhead < ft->qtail) {
         struct death d = ft->q[ft->qhead++];
+        ft->last_notice_ns = now_ns();
         phx_node_notify_dead(n, d.rank, d.inc, d.when_ns);   /* no-op once stopping */
     }
     ft->flushing = 0;
@@ -305,25 +304,26 @@ void phx_ft_start(phx_node_t *n)
  * tools; the detector validates it independently. */
 static void log_bcast(const uint8_t *p, uint32_t len)
 {
-    enum { FIXED = 36 };
-    if (!phx_evlog_enabled() || len < FIXED)
+    if (!phx_evlog_enabled())
         return;
-    uint32_t nd = phx_get_le32(p + 32);
+    phx_wdec_t d;
+    phx_wdec_init(&d, p, len);
+    (void)phx_wdec_take(&d, 16);   /* header */
+    uint32_t origin = phx_wdec_u32(&d), seq = phx_wdec_u32(&d);
+    (void)phx_wdec_take(&d, 8);    /* dead, cube, tree, pad */
+    uint32_t nd = phx_wdec_u32(&d);
     /* Malformed ones are the detector's to reject; oversized sets would
      * not fit an event-log line (768 bytes, core/eventlog.c). */
-    if (nd > (len - FIXED) / 4 || len != FIXED + 4 * nd || nd > 48)
+    if (d.err || nd > 48 || phx_wdec_left(&d) != 4 * (size_t)nd)
         return;
-    size_t cap = (size_t)nd * 12 + 3, off = 0;
-    char *s = malloc(cap);
-    if (!s)
-        return;   /* diagnostics only */
+    char s[48 * 12 + 3];
+    size_t off = 0;
     s[off++] = '[';
     for (uint32_t i = 0; i < nd; i++)
-        off += (size_t)snprintf(s + off, cap - off, "%s%u", i ? "," : "", phx_get_le32(p + FIXED + 4 * i));
+        off += (size_t)snprintf(s + off, sizeof s - off, "%s%u", i ? "," : "", phx_wdec_u32(&d));
     s[off++] = ']';
     s[off] = 0;
-    phx_evlog("bcast", "\"origin\":%u,\"seq\":%u,\"dset\":%s", phx_get_le32(p + 16), phx_get_le32(p + 20), s);
-    free(s);
+    phx_evlog("bcast", "\"origin\":%u,\"seq\":%u,\"dset\":%s", origin, seq, s);
 }
 
 void phx_ft_on_frame(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const uint8_t *payload)
@@ -333,14 +333,16 @@ void phx_ft_on_frame(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const ui
         return;
     /* The frame type must match what the tag's message type travels in. */
     if (phx_ft_hb_frame_type(h->tag) != h->type) {
-        phx_net_close_peer(n->net, peer, "heartbeat frame with a mismatched tag");
+        phx_net_reject(n->net, peer, "heartbeat frame with a mismatched tag");
         return;
     }
+    if (peer >= 0 && peer < n->size)
+        ft->down[peer] = 0;   /* the link is up again (reconnected) */
     if (h->type == PHX_FT_BCAST)
         log_bcast(payload, h->len);
     int rc = phx_ft_hb_on_msg(ft->hb, peer, h->tag, payload, h->len, now_ns());
     if (rc == PHX_EPROTO) {
-        phx_net_close_peer(n->net, peer, "malformed heartbeat-protocol message");
+        phx_net_reject(n->net, peer, "malformed heartbeat-protocol message");
     } else if (rc == PHX_ENOMEM) {
         /* State unchanged; the message is lost like a dropped packet, which
          * the protocol absorbs within delta. */
@@ -360,12 +362,46 @@ void phx_ft_on_peer_down(phx_node_t *n, int peer)
         ft->down[peer] = 1;
     /* The transport delivered every byte read from the connection before
      * reporting its loss, so the hint comes after the last heartbeat. */
-    int rc = phx_ft_hb_suspect(ft->hb, peer, now_ns());
+    /* A refused redial means the peer's process is gone, unless this node
+     * itself has just been stalled: then the others may have declared us
+     * and left, and isolation fencing (check_isolation) must decide, not a
+     * fast suspicion of peers that are merely done with us. */
+    uint64_t now = now_ns();
+    int gone = !phx_ft_hb_in_doubt(ft->hb, now) && phx_net_peer_gone(n->net, peer);
+    int rc = gone ? phx_ft_hb_suspect_gone(ft->hb, peer, now) : phx_ft_hb_suspect(ft->hb, peer, now);
     if (rc < 0 && rc != PHX_EFENCED)
         PHX_ERROR("ft", "suspect(rank %d): %s", peer, phx_strerror(rc));
     else if (rc == 1)
-        PHX_INFO("ft", "connection to emitter %d lost: waiting for its heartbeat grace", peer);
+        PHX_INFO("ft", "connection to emitter %d lost: %s", peer,
+                 gone ? "its process is gone, declaring it" : "waiting for its heartbeat grace");
     flush(ft);
+}
+
+/* A link to a live peer could not be restored (net/transport.h,
+ * on_link_failed). The ring only sees that when the two are neighbours, so
+ * one of the pair leaves and the ring then decides as for any failure:
+ * the higher rank fences itself (the same rule on both sides). */
+int phx_ft_on_link_failed(phx_node_t *n, int peer)
+{
+    phx_ft_t *ft = n->ft;
+    if (!ft || ft->stopped || ft->fenced_done || phx_ft_hb_is_dead(ft->hb, peer))
+        return 0;
+    /* Several adjacent ring members dying together are declared one after
+     * another, about delta apart (seed 002's T(f)): while notices keep
+     * coming the silent peer may well be the next one, so wait until the
+     * detector has been quiet for 2 delta before blaming the link. */
+    uint64_t quiet_ns = 2 * (uint64_t)n->cfg.hb_timeout_ms * 1000000;
+    if (ft->last_notice_ns && now_ns() - ft->last_notice_ns < quiet_ns)
+        return 1;
+    if (n->rank < peer) {
+        PHX_WARN("ft", "link to rank %d lost for good: rank %d leaves the job", peer, peer);
+        return 0;
+    }
+    PHX_ERROR("ft", "link to live rank %d lost for good: leaving the job so that the ring decides",
+              peer);
+    ft->fenced_pending = 1;
+    flush(ft);
+    return 0;
 }
 
 void phx_ft_stop(phx_node_t *n)
@@ -400,4 +436,12 @@ void phx_ft_free(phx_node_t *n)
     free(ft->down);
     free(ft);
     n->ft = NULL;
+}
+
+int phx_ft_get_stats(phx_node_t *n, struct phx_ft_hb_stats *out)
+{
+    if (!n->ft || !n->ft->hb)
+        return PHX_ENOENT;
+    phx_ft_hb_get_stats(n->ft->hb, out);
+    return 0;
 }

@@ -22,8 +22,14 @@ void phx_ft_start(phx_node_t *n);
 void phx_ft_on_frame(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const uint8_t *payload);
 /* A connection to peer broke without BYE (a hint, not a verdict). */
 void phx_ft_on_peer_down(phx_node_t *n, int peer);
+/* The transport could not restore the link to a peer nothing declared dead. */
+int phx_ft_on_link_failed(phx_node_t *n, int peer);
 /* The job is ending: stop timers, close handles (uv_close). */
 void phx_ft_stop(phx_node_t *n);
+/* Comm thread: the detector's counters (for core/metrics.c); PHX_ENOENT
+ * while fault tolerance is off. */
+struct phx_ft_hb_stats;
+int phx_ft_get_stats(phx_node_t *n, struct phx_ft_hb_stats *out);
 /* After the loop ended: free everything. */
 void phx_ft_free(phx_node_t *n);
 

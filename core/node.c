@@ -5,12 +5,15 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "core/node.h"
 #include "core/eventlog.h"
+#include "core/metrics.h"
 #include "core/ft.h"
 #include "core/agree.h"
+#include "core/recovery.h"
 #include "net/auth.h"
 #include "phx_err.h"
 #include "phx_log.h"
@@ -45,28 +48,37 @@ int phx_failed_nodes(int *out, int cap)
     return k;
 }
 
-int phx_failure_ack(void)
+/* The dead list now, malloc'd into *out (NULL when empty); count or
+ * PHX_ENOMEM. */
+static int dead_snapshot(phx_node_t *n, int **out)
 {
-    phx_node_t *n = phx_node_current;
-    if (!n)
-        return 0;
     pthread_mutex_lock(&n->dead_lock);
-    n->nacked = n->ndead;
-    int k = n->nacked;
+    int k = n->ndead;
+    int *l = k ? malloc((size_t)k * sizeof *l) : NULL;
+    if (l)
+        memcpy(l, n->dead, (size_t)k * sizeof *l);
     pthread_mutex_unlock(&n->dead_lock);
-    return k;
+    *out = l;
+    return k && !l ? PHX_ENOMEM : k;
 }
 
-int phx_failures_unacked(void)
+/* Acknowledged failures live in ONE state, core/agree.c's, which also
+ * feeds every agreement and group. ack: acknowledge the dead known now and
+ * return their number; else return how many of them are not acknowledged. */
+static int dead_ack(int ack)
 {
     phx_node_t *n = phx_node_current;
-    if (!n)
-        return 0;
-    pthread_mutex_lock(&n->dead_lock);
-    int k = n->ndead - n->nacked;
-    pthread_mutex_unlock(&n->dead_lock);
-    return k;
+    int *l;
+    int k = n ? dead_snapshot(n, &l) : 0;
+    if (k <= 0)
+        return k;
+    int rc = ack ? phx_agree_ack(n, l, k) : phx_agree_count_acked(n, l, k);
+    free(l);
+    return rc < 0 ? rc : ack ? k : k - rc;
 }
+
+int phx_failure_ack(void) { return dead_ack(1); }
+int phx_failures_unacked(void) { return dead_ack(0); }
 static int g_argc;
 static char **g_argv;
 
@@ -129,8 +141,12 @@ static void td_send(void *ctx, int dst, const void *msg, size_t len)
         return;
     }
     int rc = phx_net_send(n->net, dst, &h, NULL, 0, msg, len, 0);
-    if (rc)
+    if (rc == PHX_EDEAD) {   /* its death reaches the detector through on_failure */
         PHX_DEBUG("td", "control message to rank %d not sent: %s", dst, phx_strerror(rc));
+    } else if (rc) {         /* lost between live nodes: the detector's counts are wrong */
+        PHX_ERROR("td", "cannot send a control message to rank %d: %s", dst, phx_strerror(rc));
+        phx_node_exit(n, 1, 1);
+    }
 }
 
 /* Delivers the detector's messages to itself, in order, after the call that
@@ -142,8 +158,13 @@ static void td_flush_self(phx_node_t *n)
         n->td_self = x->next;
         if (!n->td_self)
             n->td_self_tail = &n->td_self;
-        n->td->on_ctrl(n->td_st, n->rank, x->data, x->len);
+        int rc = n->td->on_ctrl(n->td_st, n->rank, x->data, x->len);
         free(x);
+        if (rc < 0) {   /* its own message: a detector bug, state now unknown */
+            PHX_ERROR("td", "%s rejected its own control message: %s", n->td->name,
+                      phx_strerror(rc));
+            phx_node_exit(n, 1, 1);
+        }
     }
 }
 
@@ -170,8 +191,12 @@ static void td_release(void *ctx, uint64_t token, const uint8_t *pb)
 {
     phx_node_t *n = ctx;
     uint64_t *v = phx_map_get(&n->td_held, token);
-    if (!v)
+    if (!v) {   /* a detector bug: a message it never held, or twice */
+        PHX_ERROR("td", "%s released an unknown message (token %llx)", n->td->name,
+                  (unsigned long long)token);
+        phx_node_exit(n, 1, 1);
         return;
+    }
     phx_msg_t *m = (phx_msg_t *)(uintptr_t)*v;
     phx_map_del(&n->td_held, token);
     send_primary(n, m, pb);
@@ -223,6 +248,7 @@ static void send_primary(phx_node_t *n, phx_msg_t *m, const uint8_t *pb)
 {
     size_t pbsz = n->td ? n->td->pb_size : 0;
     uint64_t charge = (uint64_t)m->hdr.len + PHX_FRAME_HDR;
+    phx_recovery_on_send(n, m);
     int rc = phx_net_send(n->net, m->peer, &m->hdr, pb, pbsz, m->data, m->hdr.len, charge);
     if (rc) {
         PHX_WARN("node", "message to rank %d dropped: %s", m->peer, phx_strerror(rc));
@@ -259,24 +285,32 @@ static void drain_outbox(phx_node_t *n)
             if (n->td) {
                 uint64_t token = (uint64_t)(uintptr_t)m;
                 uint64_t *slot = phx_map_put(&n->td_held, token);
-                if (!slot) {
-                    PHX_ERROR("td", "out of memory tracking a primary message");
-                    phx_node_exit(n, 1, 1);
-                } else {
+                if (slot) {
                     *slot = token;
                     rc = n->td->on_send(n->td_st, m->peer, token, pb);
-                    if (rc == PHX_TD_DELAY) {
-                        /* The detector owns it now and releases it through
-                         * td_release; it no longer counts as local work. */
-                        held = 1;
-                        n->td_held_new = 1;
-                        atomic_fetch_sub(&n->work, 1);
-                    }
-                    else
-                        phx_map_del(&n->td_held, token);
+                } else {
+                    rc = PHX_ENOMEM;
+                }
+                if (rc == PHX_TD_DELAY) {
+                    /* The detector owns it now (a send fence, a credit
+                     * batch) and releases it through td_release; it no
+                     * longer counts as local work. */
+                    held = 1;
+                    n->td_held_new = 1;
+                    atomic_fetch_sub(&n->work, 1);
+                } else if (slot) {
+                    phx_map_del(&n->td_held, token);
+                }
+                if (rc < 0) {
+                    /* Sending it anyway would carry no piggyback (CDA: no
+                     * credit) or escape the detector's count: termination
+                     * could be declared early. */
+                    PHX_ERROR("td", "%s cannot account a message to rank %d: %s; ending the job",
+                              n->td->name, m->peer, phx_strerror(rc));
+                    phx_node_exit(n, 1, 1);
                 }
             }
-            if (!held)
+            if (!held && rc >= 0)
                 send_primary(n, m, pb);
         }
         if (!held) {
@@ -289,6 +323,8 @@ static void drain_outbox(phx_node_t *n)
     phx_pool_flush();
 }
 
+void phx_node_drain_outbox(phx_node_t *n) { drain_outbox(n); }
+
 /* ---- incoming ---------------------------------------------------------- */
 
 static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *payload)
@@ -300,9 +336,11 @@ static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_
     case PHX_FT_APP:
     case PHX_FT_SPAWN: {
         size_t pbsz = n->td ? n->td->pb_size : 0;
-        if (h->len < pbsz || phx_tid_home(h->dst) != n->rank ||
+        if (phx_recovery_on_deliver(n, peer, h))
+            return;   /* stale: sent before a rollback */
+        if (h->len < pbsz || phx_node_host_of(n, h->dst) != n->rank ||
             (h->type == PHX_FT_SPAWN && h->tag >= (uint32_t)phx_ntypes)) {
-            phx_net_close_peer(n->net, peer, "malformed application frame");
+            phx_net_reject(n->net, peer, "malformed application frame");
             return;
         }
         size_t len = h->len - pbsz;
@@ -329,6 +367,8 @@ static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_
         return;
     }
     case PHX_FT_CTRL:
+        if (phx_recovery_on_ctrl(n, peer, h, payload))
+            return;
         if (h->tag == PHX_CTRL_READY && n->rank == 0 && n->nready >= 0) {
             n->nready++;
             maybe_start_job(n);
@@ -353,7 +393,7 @@ static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_
     case PHX_FT_TD:
         if (n->td) {
             if (n->td->on_ctrl(n->td_st, peer, payload, h->len) < 0)
-                phx_net_close_peer(n->net, peer, "malformed termination-detection message");
+                phx_net_reject(n->net, peer, "malformed termination-detection message");
             td_poll(n);   /* also flushes self-sends */
             return;
         }
@@ -399,11 +439,21 @@ static void on_peer_down(void *ctx, int peer, int graceful, const char *why)
     phx_node_exit(n, PHX_EXIT_PEER_LOST, 1);
 }
 
+static int on_link_failed(void *ctx, int peer)
+{
+    phx_node_t *n = ctx;
+    /* Without fault tolerance on_peer_down has already ended the job. */
+    if (n->cfg.ft && !atomic_load(&n->stopping))
+        return phx_ft_on_link_failed(n, peer);
+    return 0;
+}
+
 static void on_fatal(void *ctx, int code, const char *why)
 {
     phx_node_t *n = ctx;
-    PHX_ERROR("node", "startup failed: %s (%s)", why, phx_strerror(code));
-    phx_node_exit(n, 1, 0);
+    PHX_ERROR("node", "startup failed: %s (%s); exiting with %d", why, phx_strerror(code),
+              PHX_EXIT_STARTUP);
+    phx_node_exit(n, PHX_EXIT_STARTUP, 0);
 }
 
 /* Rank 0 starts the job once every node is fully connected: before that a
@@ -414,7 +464,7 @@ static void maybe_start_job(phx_node_t *n)
     if (n->rank != 0 || !n->all_up || n->nready < n->size - 1 || atomic_load(&n->stopping))
         return;
     n->nready = -1;   /* once */
-    PHX_INFO("node", "all %d nodes ready: starting the job", n->size);
+    PHX_INFO("node", "all %d nodes ready: starting the job (%d workers here)", n->size, n->nworkers);
     phx_msg_t *m = phx_msg_alloc(n->main_len);
     if (!m) {
         phx_node_exit(n, 1, 1);
@@ -427,12 +477,22 @@ static void maybe_start_job(phx_node_t *n)
     if (n->main_len)
         memcpy(m->data, n->main_arg, n->main_len);
     phx_node_enqueue_local(n, m);
-    atomic_fetch_sub(&n->work, 1);   /* the placeholder from phx_main */
+    /* Drop the placeholder from phx_main. The main task may already have
+     * run to its end (work went 2 -> 1 and woke nobody), so if this drop
+     * makes the node idle the detector must hear of it now: nothing else
+     * would wake the comm thread on a one-node job. */
+    if (atomic_fetch_sub(&n->work, 1) == 1)
+        uv_async_send(&n->async);
+    phx_recovery_start(n);
 }
 
 static void on_all_up(void *ctx)
 {
     phx_node_t *n = ctx;
+    if (n->starting) {
+        n->all_up_deferred = 1;
+        return;
+    }
     PHX_INFO("node", "all %d peers connected", n->size - 1);
     n->all_up = 1;
     phx_ft_start(n);
@@ -462,6 +522,15 @@ void phx_node_notify_dead(phx_node_t *n, int rank, uint32_t inc, uint64_t when_n
         td_flush_self(n);
     }
     phx_agree_on_failure(n, rank);
+    /* A recovery mode that takes the loss over makes the job's result whole
+     * again (or ends it itself with its own code): exit 0 stays honest. */
+    int rc = phx_recovery_on_failure(n, rank);
+    if (rc < 0) {
+        PHX_ERROR("node", "recovery cannot handle the loss of rank %d: %s", rank, phx_strerror(rc));
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+    } else if (rc > 0) {
+        atomic_store(&n->failures_covered, 1);
+    }
     for (int i = 0; i < phx_nfail_cbs; i++)
         phx_fail_cbs[i].fn(phx_fail_cbs[i].arg, rank, inc, when_ns);
     td_poll(n);
@@ -487,11 +556,131 @@ static void on_async(uv_async_t *a)
     resume_reads(n);
 }
 
+/* ---- ending for sure ---------------------------------------------------- */
+
+static void *watchdog(void *arg)
+{
+    phx_node_t *n = arg;
+    uint64_t ms = (uint64_t)n->cfg.hb_timeout_ms + PHX_STOP_SLACK_MS;
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    fprintf(stderr, "phalanx: rank %d: still stopping after %llu ms (a task handler that does not "
+                    "return?); exiting with %d now\n", n->rank, (unsigned long long)ms, n->exit_code);
+    _exit(n->exit_code);
+}
+
+/* Ends the job here for a reason outside it (a signal, the launcher gone):
+ * the orderly stop, bounded by a watchdog, since a handler stuck in user
+ * code would otherwise keep the process alive for as long as it runs. */
+static void stop_bounded(phx_node_t *n, int code)
+{
+    phx_node_exit(n, code, 0);
+    pthread_t th;
+    pthread_attr_t at;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);   /* signals stay with this thread */
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, watchdog, n))
+        PHX_WARN("node", "cannot start the shutdown watchdog; stopping without a bound");
+    pthread_attr_destroy(&at);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static void on_signal(uv_signal_t *s, int sig)
 {
     phx_node_t *n = s->data;
+    if (atomic_load(&n->stopping)) {
+        /* Already on the way out (the signal handles close as it goes):
+         * a signal now means do not wait any longer. */
+        fprintf(stderr, "phalanx: rank %d: signal %d while stopping; exiting now\n", n->rank, sig);
+        _exit(128 + sig);
+    }
     PHX_INFO("node", "signal %d: stopping", sig);
-    phx_node_exit(n, 128 + sig, 0);
+    stop_bounded(n, 128 + sig);
+}
+
+static void lifeline_alloc(uv_handle_t *h, size_t size, uv_buf_t *b)
+{
+    static char sink[64];   /* nothing is expected on it; whatever comes is dropped */
+    (void)h; (void)size;
+    *b = uv_buf_init(sink, sizeof sink);
+}
+
+static void lifeline_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
+{
+    phx_node_t *n = st->data;
+    (void)b;
+    if (nread >= 0 || atomic_load(&n->stopping))
+        return;
+    PHX_ERROR("node", "launcher gone (%s on stdin, the launcher's lifeline): stopping",
+              nread == UV_EOF ? "end of file" : uv_strerror((int)nread));
+    phx_evlog("launcher_lost", NULL);
+    stop_bounded(n, 128 + SIGHUP);
+}
+
+/* With PHX_LIFELINE set (phx run does), stdin is a pipe from the launcher
+ * (locally) or the ssh session (remotely) that nobody writes to: its end of
+ * file means the launcher or the session is gone, and so must this node be. */
+static int lifeline_open(phx_node_t *n)
+{
+    const char *v = getenv("PHX_LIFELINE");
+    struct stat st;
+    if (!v || strcmp(v, "1") != 0)
+        return 0;
+    if (fstat(0, &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+        PHX_WARN("node", "PHX_LIFELINE is set but stdin is not a pipe: not watching for the launcher");
+        return 0;
+    }
+    int rc = uv_pipe_init(&n->loop, &n->lifeline, 0);
+    if (rc)
+        goto fail;
+    n->lifeline.data = n;
+    n->lifeline_open = 1;
+    if ((rc = uv_pipe_open(&n->lifeline, 0)) || (rc = uv_read_start((uv_stream_t *)&n->lifeline,
+                                                                      lifeline_alloc, lifeline_read)))
+        goto fail;
+    return 0;
+fail:
+    fprintf(stderr, "phalanx: rank %d: cannot watch stdin for the launcher's end: %s\n", n->rank,
+            uv_strerror(rc));
+    return PHX_EIO;
+}
+
+/* Exit code 0 is a claim that the job's result is complete. Work on a node
+ * that died is gone unless something covered it (failures_covered). */
+static int honest_code(phx_node_t *n, int code)
+{
+    if (code != 0 || atomic_load(&n->failures_covered))
+        return code;
+    char list[256];
+    size_t off = 0;
+    int k, first_live = -1;
+    uint8_t *dead = calloc((size_t)n->size, 1);   /* NULL: every survivor says it */
+    pthread_mutex_lock(&n->dead_lock);
+    k = n->ndead;
+    for (int i = 0; i < k; i++) {
+        if (off < sizeof list - 16)
+            off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", i ? "," : "", n->dead[i]);
+        if (dead)
+            dead[n->dead[i]] = 1;
+    }
+    pthread_mutex_unlock(&n->dead_lock);
+    for (int r = 0; dead && r < n->size && first_live < 0; r++)
+        if (!dead[r])
+            first_live = r;
+    free(dead);
+    if (k == 0)
+        return 0;
+    /* Said once per job: by the lowest surviving rank (all agree on D). */
+    if (first_live == n->rank || first_live < 0)
+        PHX_ERROR("node", "rank(s) %s died and no recovery mode covers their work: it is lost; "
+                          "exiting %d (work lost) instead of 0", list, PHX_EXIT_WORK_LOST);
+    else
+        PHX_INFO("node", "rank(s) %s died uncovered: exiting %d", list, PHX_EXIT_WORK_LOST);
+    return PHX_EXIT_WORK_LOST;
 }
 
 static void closed_one(uv_handle_t *h) { (void)h; }
@@ -506,6 +695,7 @@ void phx_node_exit(phx_node_t *n, int code, int propagate)
 {
     if (atomic_exchange(&n->stopping, 1))
         return;
+    code = honest_code(n, code);
     n->exit_code = code;
     phx_evlog("exit", "\"code\":%d", code);
     if (propagate && n->net) {
@@ -533,11 +723,17 @@ void phx_node_exit(phx_node_t *n, int code, int propagate)
     pthread_mutex_unlock(&n->bp_lock);
     phx_ft_stop(n);
     phx_agree_stop(n);
+    phx_recovery_stop(n);
+    phx_metrics_stop(n);
     if (n->net)
         phx_net_stop(n->net, net_done, n);
     uv_close((uv_handle_t *)&n->async, closed_one);
     uv_close((uv_handle_t *)&n->sigterm, closed_one);
     uv_close((uv_handle_t *)&n->sigint, closed_one);
+    if (n->lifeline_open) {
+        n->lifeline_open = 0;
+        uv_close((uv_handle_t *)&n->lifeline, closed_one);
+    }
 }
 
 static void free_worker_state(phx_worker_t *w)
@@ -613,7 +809,13 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
 
     uint8_t secret[1024];
     size_t slen = 0;
-    if (n->size > 1 && (rc = phx_auth_load_secret(secret, sizeof secret, &slen))) {
+    /* phx run sends remote nodes the secret as the first line of stdin
+     * (PHX_SECRET_STDIN=1), never on their command line. */
+    const char *sin = getenv("PHX_SECRET_STDIN");
+    if (n->size > 1)
+        rc = sin && !strcmp(sin, "1") ? phx_config_read_secret(0, secret, sizeof secret, &slen)
+                                      : phx_auth_load_secret(secret, sizeof secret, &slen);
+    if (n->size > 1 && rc) {
         fprintf(stderr, "phalanx: rank %d: no usable cluster secret (set PHX_SECRET or "
                         "PHX_SECRET_FILE, or start the job with phx run): %s\n",
                 n->rank, phx_strerror(rc));
@@ -623,10 +825,13 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
         memcpy(secret, "single-node", 11);
         slen = 11;
     }
+    if (phx_recovery_configure(n))
+        return 2;
     if (strcmp(n->cfg.td, "none") != 0) {
         n->td = phx_td_find(n->cfg.td);
         if (!n->td) {
-            fprintf(stderr, "phalanx: unknown termination detector '%s'\n", n->cfg.td);
+            fprintf(stderr, "phalanx: bad value '%s' for option td: expected none, 4c, edod, hcda, cda, "
+                            "indep, rellazy or releager\n", n->cfg.td);
             return 2;
         }
         phx_td_env_t env = { .rank = n->rank, .size = n->size, .ctx = n, .send = td_send,
@@ -669,6 +874,8 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     n->sigterm.data = n->sigint.data = n;
     uv_signal_start(&n->sigterm, on_signal, SIGTERM);
     uv_signal_start(&n->sigint, on_signal, SIGINT);
+    if (phx_nfail_cbs)
+        atomic_store(&n->failures_covered, 1);   /* the program handles failures itself */
 
     for (int i = 0; i < n->nworkers; i++) {
         phx_worker_t *w = &n->workers[i];
@@ -689,11 +896,32 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     signal(SIGPIPE, SIG_IGN);   /* a peer that exits first must not kill us */
 
     phx_net_cb_t cb = { .ctx = n, .on_frame = on_frame, .on_peer_down = on_peer_down,
-                        .on_all_up = on_all_up, .on_drain = on_drain, .on_read_end = on_read_end, .on_fatal = on_fatal };
-    rc = phx_net_start(&n->loop, &n->cfg, secret, slen, n->inc, &cb, &n->net);
+                        .on_all_up = on_all_up, .on_drain = on_drain, .on_read_end = on_read_end, .on_fatal = on_fatal,
+                        .on_link_failed = on_link_failed };
+    const char *step = "cannot watch for the launcher";
+    n->starting = 1;
+    rc = lifeline_open(n);
+    if (!rc) {
+        step = "cannot start the transport";
+        rc = phx_net_start(&n->loop, &n->cfg, secret, slen, n->inc, &cb, &n->net);
+    }
     memset(secret, 0, sizeof secret);
-    if (!rc && (rc = phx_ft_init(n)) == 0)
+    if (!rc) {
+        step = "cannot set up failure detection";
+        rc = phx_ft_init(n);
+    }
+    if (!rc) {
+        step = "cannot set up agreement";
         rc = phx_agree_init(n);
+    }
+    if (!rc) {
+        step = "cannot set up recovery";
+        rc = phx_recovery_init(n);
+    }
+    if (!rc) {
+        step = "cannot start metrics";
+        rc = phx_metrics_start(n);
+    }
     /* The detector starts before the loop runs, i.e. before any frame can
      * arrive: a fully connected peer may send to us before our own last
      * connection is up, and that message must meet a started detector.
@@ -706,14 +934,16 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
      * the node must not look idle to the detector in the meantime. */
     if (n->rank == 0)
         atomic_store(&n->work, 1);
+    n->starting = 0;
+    if (!rc && n->all_up_deferred)
+        on_all_up(n);
     if (rc) {
-        fprintf(stderr, "phalanx: rank %d: startup failed: %s\n", n->rank, phx_strerror(rc));
-        if (n->net) {
-            phx_node_exit(n, 1, 0);
-        } else {
-            n->exit_code = 1;
-            atomic_store(&n->stopping, 1);
-        }
+        /* The step's own error was logged above; this names the step. The
+         * orderly stop also ends the workers and closes every handle, so
+         * the loop below returns at once. */
+        fprintf(stderr, "phalanx: rank %d: startup failed: %s (%s); exiting with %d\n", n->rank, step,
+                phx_strerror(rc), PHX_EXIT_STARTUP);
+        phx_node_exit(n, PHX_EXIT_STARTUP, 0);
     }
 
     if (n->cfg.busy_poll) {
@@ -770,8 +1000,10 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     }
     for (int i = 0; i < n->nworkers; i++)
         phx_pool_destroy(n->workers[i].pool);
+    phx_metrics_free(n);
     phx_ft_free(n);
     phx_agree_free(n);
+    phx_recovery_free(n);
     if (n->td)
         n->td->destroy(n->td_st);
     phx_net_free(n->net);
@@ -810,10 +1042,11 @@ static void backpressure(phx_node_t *n, int peer, int64_t charge)
     pthread_mutex_unlock(&n->bp_lock);
 }
 
-static int route(phx_ctx_t *c, phx_msg_t *m, int home)
+static int route(phx_ctx_t *c, phx_msg_t *m, phx_tid_t dst)
 {
     phx_node_t *n = c->w->node;
     m->hdr.inc = n->inc;
+    int home = phx_node_host_of(n, dst);
     if (home == n->rank) {
         m->peer = n->rank;
         phx_node_enqueue_local(n, m);
@@ -829,7 +1062,7 @@ int phx_send(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len)
 {
     phx_node_t *n = c->w->node;
     int home = phx_tid_home(dst);
-    if (tag < 0 || tag >= PHX_MAX_TAGS || home < 0 || home >= n->size || (len && !buf))
+    if (tag < 0 || tag >= PHX_MAX_TAGS || home < 0 || phx_node_host_of(n, dst) >= n->size || (len && !buf))
         return PHX_EINVAL;
     if ((int64_t)len > n->cfg.max_frame - PHX_TD_PB_MAX)
         return PHX_ERANGE;
@@ -853,7 +1086,7 @@ int phx_send(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len)
     phx_worker_t *w = c->w;
     PHX_CNT_ADD(w->n_sent, 1);
     PHX_CNT_ADD(w->n_bytes_sent, len);
-    return route(c, m, home);
+    return route(c, m, dst);
 }
 
 phx_tid_t phx_spawn_on(phx_ctx_t *c, int type, int node, const void *arg, size_t len)
@@ -873,7 +1106,7 @@ phx_tid_t phx_spawn_on(phx_ctx_t *c, int type, int node, const void *arg, size_t
     m->hdr.src = c->task ? c->task->id : PHX_TID_NONE;
     if (len)
         memcpy(m->data, arg, len);
-    route(c, m, node);
+    route(c, m, id);
     return id;
 }
 

@@ -27,6 +27,11 @@
 
 #define PHX_EXIT_PEER_LOST 70   /* a peer died and fault tolerance is off */
 #define PHX_EXIT_FENCED 75      /* declared dead by the others */
+#define PHX_EXIT_WORK_LOST 76   /* a node died holding work and nothing covered it */
+#define PHX_EXIT_STARTUP 1      /* this node could not start (message logged) */
+/* A node stopped by a signal or by losing its launcher ends within
+ * hb-timeout + this, even with a task handler stuck in user code. */
+#define PHX_STOP_SLACK_MS 2000
 
 /* PHX_FT_CTRL tags used by the node (the transport owns tags below 16). */
 enum { PHX_CTRL_EXIT = 16, PHX_CTRL_READY = 17 };
@@ -81,6 +86,8 @@ struct phx_node {
     uv_loop_t loop;
     uv_async_t async;
     uv_signal_t sigterm, sigint;
+    uv_pipe_t lifeline;         /* stdin from the launcher: EOF = launcher gone */
+    int lifeline_open;
     phx_net_t *net;
     phx_pool_t *pool;           /* comm thread's */
 
@@ -126,14 +133,37 @@ struct phx_node {
     struct phx_agree *agree;
     /* Dead nodes in notice order; read by any thread under dead_lock. */
     pthread_mutex_t dead_lock;
-    int *dead, ndead, nacked;
+    int *dead, ndead;
 
     phx_deliver_hook_fn hook;
     void *hook_ctx;
 
+    /* Recovery mode (core/recovery.h): its hooks and state (comm thread). */
+    const struct phx_recovery_ops *rec;
+    void *rec_st;
+    /* Set by the mode: workers stop at their next handler boundary. */
+    _Atomic int rec_pause;
+    /* NULL, or (home rank, slice) -> rank hosting those tasks after a
+     * recovery (entry home * PHX_LOC_SLICES + phx_loc_slice(tid)), so a lost
+     * node's tasks spread over the survivors; changed only while every
+     * worker is paused. */
+    int *loc;
+    int loc_n;                  /* home ranks covered by loc (those of a restarted job may exceed size) */
+
     uint64_t activity;          /* comm thread: bumped by I/O callbacks (linger) */
     int nready, all_up;         /* startup barrier (rank 0 counts READY) */
+    /* phx_main's startup chain is running: the transport may report "all
+     * up" from inside phx_net_start (a one-node job), before the detector,
+     * the work placeholder and the rest exist; it is replayed after. */
+    int starting, all_up_deferred;
     int exit_code;
+    /* The single switch saying that a failure does not lose work: set when
+     * the program registered phx_on_failure (it handles failures itself) or
+     * when a recovery mode (checkpoint/restart, message logging, resilient
+     * work stealing) is on; that mode sets it at its init, before the job
+     * starts. Without it, a job that saw any node die ends with
+     * PHX_EXIT_WORK_LOST instead of 0 (phx_node_exit). */
+    _Atomic int failures_covered;
     int net_stopped, closing;
     int main_type;
     const void *main_arg;
@@ -162,6 +192,24 @@ void phx_task_free(phx_task_t *t);
 void *phx_worker_main(void *arg);
 /* Comm thread: begin the end of the job with code; propagate tells peers. */
 void phx_node_exit(phx_node_t *n, int code, int propagate);
+
+/* Comm thread: hands every queued outgoing message to the transport. */
+void phx_node_drain_outbox(phx_node_t *n);
+
+/* Relocation granularity: a home rank's tasks fall into this many slices
+ * by id hash; each slice moves on its own. */
+#define PHX_LOC_SLICES 32
+static inline int phx_loc_slice(phx_tid_t tid)
+{
+    return (int)((tid * 0xff51afd7ed558ccdULL) >> 59);
+}
+
+/* The rank that hosts task tid (relocation after a loss). */
+static inline int phx_node_host_of(const phx_node_t *n, phx_tid_t tid)
+{
+    int home = phx_tid_home(tid);
+    return n->loc && home >= 0 && home < n->loc_n ? n->loc[home * PHX_LOC_SLICES + phx_loc_slice(tid)] : home;
+}
 
 /* Single-writer counter bump: no locked instruction on the hot path. */
 #define PHX_CNT_ADD(c, v) \

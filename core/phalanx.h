@@ -79,6 +79,16 @@ int phx_register_type(const phx_type_t *type);
 int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len);
 int phx_argc(void);
 char **phx_argv(void);
+/* Exit codes the runtime itself chooses (README, "Exit codes"). */
+#define PHX_EXIT_USAGE 2        /* bad command line or configuration */
+/* Before phx_main, for a bad program argument: prints the printf-style
+ * reason and "usage: USAGE" to stderr (on rank 0 only, so a job says it
+ * once) and returns PHX_EXIT_USAGE for main to return. Arguments starting
+ * with --phx- are the runtime's: skip them when checking your own. */
+int phx_usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parses a whole decimal number in [lo, hi] into *out; returns 0, or
+ * PHX_EINVAL for anything else (sign, junk, overflow, out of range). */
+int phx_arg_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 
 /* Creates a task; returns its id (usable at once: messages sent to it are
  * delivered after its init), or PHX_TID_NONE if the type is unknown. */
@@ -90,6 +100,13 @@ phx_tid_t phx_spawn_on(phx_ctx_t *ctx, int type, int node, const void *arg, size
  * while the destination's send buffer is full (backpressure). Returns 0 or a
  * negative PHX_E* code (PHX_EINVAL for a bad tag or dead destination node). */
 int phx_send(phx_ctx_t *ctx, phx_tid_t dst, int tag, const void *buf, size_t len);
+
+/* Asks for a coordinated checkpoint (recovery=cr) once the calling handler
+ * returns: a sync point chosen by the program. Returns at once; a request
+ * made while one is running is dropped. No-op without a checkpointing
+ * recovery mode. Pack callbacks return PHX_ENOSPC when cap is too small:
+ * the runtime retries with a larger buffer. */
+void phx_checkpoint(phx_ctx_t *ctx);
 
 /* Ends the job on every node with this code, once the handler returns. */
 void phx_exit(phx_ctx_t *ctx, int code);
@@ -111,13 +128,19 @@ uint64_t phx_now_ns(void);
 typedef void (*phx_failure_fn)(void *arg, int node, uint32_t inc, uint64_t when_ns);
 /* Registers fn, called on the communication thread for each notice: keep it
  * short and non-blocking, and do not call phx_send from it. Call before
- * phx_main; at most 8 callbacks. */
+ * phx_main; at most 8 callbacks. Registering one says that the program
+ * handles failures itself: a job that saw nodes die may then end with 0.
+ * Without it (and without a recovery mode) such a job ends with 76, work
+ * lost, since the dead nodes' tasks are gone. */
 int phx_on_failure(phx_failure_fn fn, void *arg);
 /* Any thread: copies up to cap dead nodes, in notice order; returns how many
  * are dead. */
 int phx_failed_nodes(int *out, int cap);
 /* Any thread: acknowledges every failure known now (ULFM failure_ack), so
- * later ones can be told apart; returns the number acknowledged. */
+ * later ones can be told apart; returns the number acknowledged. One state
+ * per node, shared with agreements and groups: phx_agree and phx_shrink
+ * report only failures some contributor had not acknowledged, and
+ * acknowledge what they report. */
 int phx_failure_ack(void);
 /* Any thread: failures noticed but not yet acknowledged. */
 int phx_failures_unacked(void);
@@ -132,6 +155,14 @@ typedef struct phx_stats {
     uint64_t td_ctrl_msgs;                /* termination detection overhead */
 } phx_stats_t;
 void phx_get_stats(phx_ctx_t *ctx, phx_stats_t *out);
+
+/* Reports this node's progress: done units of total (total 0: unknown).
+ * Any task; the latest call on a node wins, so report node-wide figures.
+ * Cheap enough to call every iteration: it stores two relaxed atomics and
+ * writes a "progress" event-log line at most every 20 ms. phx run shows the
+ * sum over the nodes with a rate and an ETA; /metrics exports it
+ * (phx_progress_done, phx_progress_target); tools/timeline plots it. */
+void phx_progress(phx_ctx_t *ctx, uint64_t done, uint64_t total);
 
 /* ---- agreement and groups (ERA, seed 002_*; issue 4) ----------------------
  * ULFM-style collectives over groups of nodes. A group is a sorted set of
@@ -171,19 +202,21 @@ int phx_group_revoked(const phx_group_t *g);
  * may or may not be included; the choice is the same everywhere). Every
  * surviving member returns the same *value, the same failed set
  * (phx_agree_failed) and the same code:
- *   0              no member failure that earlier agreements on g did not
- *                  already report;
- *   PHX_EPROCFAIL  new member failures were acknowledged by this agreement
- *                  (listed by phx_agree_failed); later agreements on g no
- *                  longer report them;
+ *   0              every member failure known to the decision had been
+ *                  acknowledged by every contributor (phx_failure_ack, or an
+ *                  earlier agreement or shrink on any group);
+ *   PHX_EPROCFAIL  some had not; this agreement acknowledges them all
+ *                  (the new ones listed by phx_agree_failed), so later
+ *                  agreements no longer report them;
  *   PHX_EREVOKED   no new failure, but some contributor had seen g revoked
  *                  (agreement still works on a revoked group, as in ULFM).
  * *value is defined for all three. Other negative codes (PHX_EINVAL,
  * PHX_ECANCELED, PHX_ENOMEM) mean no agreement took place. */
 int phx_agree(phx_ctx_t *ctx, phx_group_t *g, uint64_t *value, int op);
 /* The failures the calling node's last phx_agree or phx_shrink on g
- * acknowledged (new ones only), in increasing rank order, same at every
- * survivor: copies up to cap ranks into out and returns their number. Call
+ * acknowledged (new to this node), in increasing rank order, the same at
+ * every survivor unless nodes called phx_failure_ack at different points:
+ * copies up to cap ranks into out and returns their number. Call
  * from the task that makes g's collective calls. */
 int phx_agree_failed(phx_ctx_t *ctx, phx_group_t *g, int *out, int cap);
 /* Revokes g: every surviving member learns it (phx_group_revoked), its

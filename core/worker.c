@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/node.h"
+#include "core/recovery.h"
 #include "phx_err.h"
 #include "phx_log.h"
 
@@ -93,6 +94,19 @@ static void work_done(phx_node_t *n, int64_t k)
         uv_async_send(&n->async);
 }
 
+/* m cannot be kept (out of memory, or a spawn that makes no sense): its
+ * work is lost, so the job must not end as if it were complete. m itself
+ * becomes the exit request, so this path needs no memory. */
+static void lose(phx_worker_t *w, phx_msg_t *m, const char *what)
+{
+    PHX_ERROR("task", "%s for task %#llx: its work is lost; ending the job with %d", what,
+              (unsigned long long)m->hdr.dst, PHX_EXIT_WORK_LOST);
+    m->kind = PHX_MK_EXIT;
+    m->hdr.tag = PHX_EXIT_WORK_LOST;
+    m->hdr.len = 0;
+    phx_node_enqueue_out(w->node, m);
+}
+
 void phx_task_free(phx_task_t *t)
 {
     const phx_type_t *ty = &phx_types[t->type];
@@ -153,8 +167,7 @@ static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
     }
     uint64_t *last = phx_map_put(&t->in_ssn, src);
     if (!last) {
-        PHX_ERROR("task", "out of memory tracking streams; message dropped");
-        phx_msg_free(m);
+        lose(w, m, "out of memory tracking a sender's stream");
         return;
     }
     if (m->hdr.ssn <= *last) {
@@ -208,17 +221,16 @@ static void spawn(phx_worker_t *w, phx_msg_t *m)
 {
     phx_tid_t id = m->hdr.dst;
     if (m->type_id >= phx_ntypes || phx_map_get(&w->tasks, id)) {
-        PHX_ERROR("task", "bad spawn of %#llx (type %u)", (unsigned long long)id, m->type_id);
-        phx_msg_free(m);
+        PHX_ERROR("task", "spawn of type %u names an unknown type or a task that exists", m->type_id);
+        lose(w, m, "bad spawn");
         return;
     }
     const phx_type_t *ty = &phx_types[m->type_id];
     phx_task_t *t = calloc(1, sizeof *t + ty->state_size);
     uint64_t *slot = t ? phx_map_put(&w->tasks, id) : NULL;
     if (!slot) {
-        PHX_ERROR("task", "out of memory creating task %#llx", (unsigned long long)id);
         free(t);
-        phx_msg_free(m);
+        lose(w, m, "out of memory creating the task");
         return;
     }
     t->id = id;
@@ -268,7 +280,7 @@ static void app(phx_worker_t *w, phx_msg_t *m)
     /* Keep arrival order: append at the tail of the pending chain. */
     uint64_t *slot = phx_map_put(&w->pending, m->hdr.dst);
     if (!slot) {
-        phx_msg_free(m);
+        lose(w, m, "out of memory holding a message until its task is spawned");
         return;
     }
     m->qn.next = NULL;
@@ -302,7 +314,9 @@ void *phx_worker_main(void *arg)
     int spins = 0;
     uint64_t idle_since = 0;
     for (;;) {
-        if (cds_wfcq_empty(&w->ih, &w->it)) {
+        if (atomic_load_explicit(&n->rec_pause, memory_order_acquire))
+            phx_recovery_worker_pause(w, &lh, &lt);   /* checkpoint or rollback */
+        if (cds_wfcq_empty(&lh, &lt) && cds_wfcq_empty(&w->ih, &w->it)) {
             if (++spins < 64) {
                 caa_cpu_relax();
                 continue;
@@ -325,7 +339,7 @@ void *phx_worker_main(void *arg)
             }
             atomic_store(&w->sleeping, 1);
             atomic_thread_fence(memory_order_seq_cst);
-            if (cds_wfcq_empty(&w->ih, &w->it))
+            if (cds_wfcq_empty(&w->ih, &w->it) && !atomic_load(&n->rec_pause))
                 futex_wait(&w->sleeping, 1);
             atomic_store(&w->sleeping, 0);
             continue;
@@ -338,7 +352,8 @@ void *phx_worker_main(void *arg)
          * batch before decrementing `work` only delays idleness. */
         int64_t handled = 0, inbound = 0;
         struct cds_wfcq_node *qn;
-        while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
+        while (!atomic_load_explicit(&n->rec_pause, memory_order_relaxed) &&
+               (qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
             phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
             PHX_HANDOFF_ACQUIRE(m);
             int src_node = m->peer;

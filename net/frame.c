@@ -9,7 +9,7 @@
 int phx_frame_type_valid(unsigned t)
 {
     switch (t) {
-    case PHX_FT_HELLO: case PHX_FT_AUTH: case PHX_FT_AUTH_OK:
+    case PHX_FT_HELLO: case PHX_FT_AUTH: case PHX_FT_AUTH_OK: case PHX_FT_ACK:
     case PHX_FT_APP: case PHX_FT_SPAWN: case PHX_FT_CTRL:
     case PHX_FT_HB: case PHX_FT_BCAST: case PHX_FT_ERA: case PHX_FT_TD:
         return 1;
@@ -24,6 +24,7 @@ const char *phx_frame_type_name(unsigned t)
     case PHX_FT_HELLO:   return "HELLO";
     case PHX_FT_AUTH:    return "AUTH";
     case PHX_FT_AUTH_OK: return "AUTH_OK";
+    case PHX_FT_ACK:     return "ACK";
     case PHX_FT_APP:     return "APP";
     case PHX_FT_SPAWN:   return "SPAWN";
     case PHX_FT_CTRL:    return "CTRL";
@@ -48,6 +49,8 @@ static void put_hdr(uint8_t o[PHX_FRAME_HDR], const phx_frame_hdr_t *h)
     phx_put_le64(o + 32, h->ssn);
     phx_put_le32(o + 40, h->inc);
     phx_put_le32(o + 44, h->tag);
+    phx_put_le64(o + 48, h->lseq);
+    phx_put_le64(o + 56, h->lack);
 }
 
 static void get_hdr(const uint8_t *b, phx_frame_hdr_t *h)
@@ -63,26 +66,54 @@ static void get_hdr(const uint8_t *b, phx_frame_hdr_t *h)
     h->ssn = phx_get_le64(b + 32);
     h->inc = phx_get_le32(b + 40);
     h->tag = phx_get_le32(b + 44);
+    h->lseq = phx_get_le64(b + 48);
+    h->lack = phx_get_le64(b + 56);
 }
 
-/* The crc field counts as zero, so the covered bytes are [0,12) 0000 [16,48). */
-static uint32_t frame_crc(const uint8_t *hdr, const void *payload, uint32_t len)
+/* CRC32C over the payload, then the header with the crc field counted as
+ * zero ([0,12) 0000 [16,64)). Payload first: the transport checksums the
+ * payload while it copies it in, together with header bytes [0,48), and
+ * only the 16 link bytes once they are known (phx_frame_seal), reading
+ * neither the payload nor the rest of the header twice. */
+static uint32_t hdr_crc(uint32_t c, const uint8_t *hdr)
 {
     static const uint8_t zero4[4];
-    uint32_t c = phx_crc32c(0, hdr, 12);
+    c = phx_crc32c(c, hdr, 12);
     c = phx_crc32c(c, zero4, 4);
-    c = phx_crc32c(c, hdr + 16, PHX_FRAME_HDR - 16);
-    return len ? phx_crc32c(c, payload, len) : c;
+    return phx_crc32c(c, hdr + 16, PHX_FRAME_HDR - 16);
+}
+
+static uint32_t payload_crc(const void *payload, uint32_t len)
+{
+    return len ? phx_crc32c(0, payload, len) : 0;
+}
+
+#define LINK_OFF 48   /* lseq, lack: the header's last 16 bytes */
+
+void phx_frame_put_hdr(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *payload)
+{
+    h->magic = PHX_FRAME_MAGIC;
+    h->version = PHX_WIRE_VERSION;
+    uint32_t c = payload_crc(payload, h->len);
+    h->crc = 0;
+    put_hdr(out, h);
+    h->crc = phx_crc32c(c, out, LINK_OFF);
+    phx_put_le32(out + 12, h->crc);
+}
+
+void phx_frame_seal(uint8_t *frame, uint64_t lseq, uint64_t lack)
+{
+    phx_put_le64(frame + 48, lseq);
+    phx_put_le64(frame + 56, lack);
+    phx_put_le32(frame + 12, phx_crc32c(phx_get_le32(frame + 12), frame + LINK_OFF,
+                                        PHX_FRAME_HDR - LINK_OFF));
 }
 
 void phx_frame_encode(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *payload)
 {
-    h->magic = PHX_FRAME_MAGIC;
-    h->version = PHX_WIRE_VERSION;
-    h->crc = 0;
-    put_hdr(out, h);
-    h->crc = frame_crc(out, payload, h->len);
-    phx_put_le32(out + 12, h->crc);
+    phx_frame_put_hdr(out, h, payload);
+    phx_frame_seal(out, h->lseq, h->lack);
+    h->crc = phx_get_le32(out + 12);
 }
 
 static _Thread_local char why_buf[128];
@@ -137,7 +168,7 @@ int phx_frame_decode(const uint8_t *buf, size_t avail, uint32_t max_payload,
     size_t total = PHX_FRAME_HDR + (size_t)h->len;
     if (avail < total)
         return PHX_ETRUNC;
-    uint32_t c = frame_crc(buf, buf + PHX_FRAME_HDR, h->len);
+    uint32_t c = hdr_crc(payload_crc(buf + PHX_FRAME_HDR, h->len), buf);
     if (c != h->crc)
         return fail(why, PHX_ECHECKSUM, "crc mismatch: got 0x%08x, computed 0x%08x (%s len %u)",
                     (unsigned)h->crc, (unsigned)c, phx_frame_type_name(h->type), (unsigned)h->len);

@@ -1,4 +1,4 @@
-/* Phalanx wire frame: a fixed 48-byte little-endian header followed by
+/* Phalanx wire frame: a fixed 64-byte little-endian header followed by
  * `len` payload bytes. Layout and policy: net/README.md.
  *
  * Pure functions, no sockets, no allocation: callable from any thread; the
@@ -9,9 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PHX_FRAME_HDR      48
+#include "core/common/phx_wire.h"
+
+#define PHX_FRAME_HDR      64
 #define PHX_FRAME_MAGIC    0x584C4850u   /* bytes 'P','H','L','X' */
-#define PHX_WIRE_VERSION   1
+#define PHX_WIRE_VERSION   2
 #define PHX_FRAME_F_LAST_IN_BATCH 0x0001u
 #define PHX_FRAME_F_MASK   PHX_FRAME_F_LAST_IN_BATCH   /* all defined flag bits */
 /* Largest len decode can ever accept: the total size must fit the int return. */
@@ -21,6 +23,7 @@ enum phx_frame_type {
     PHX_FT_HELLO   = 1,
     PHX_FT_AUTH    = 2,
     PHX_FT_AUTH_OK = 3,
+    PHX_FT_ACK     = 4,    /* standalone link ack: lack only, no payload */
     PHX_FT_APP     = 16,
     PHX_FT_SPAWN   = 17,
     PHX_FT_CTRL    = 32,
@@ -37,6 +40,7 @@ typedef struct phx_frame_hdr {
     uint32_t len, crc;
     uint64_t src, dst, ssn;
     uint32_t inc, tag;
+    uint64_t lseq, lack;        /* link sequence / cumulative ack (net/link.h) */
 } phx_frame_hdr_t;
 
 /* 1 if t is one of enum phx_frame_type, else 0. */
@@ -44,12 +48,20 @@ int phx_frame_type_valid(unsigned t);
 /* Static name ("APP", ...) or "UNKNOWN"; never NULL. */
 const char *phx_frame_type_name(unsigned t);
 
-/* Writes the 48-byte header for *h into out and fills h->magic, h->version
- * and h->crc (CRC32C over the header with crc zeroed, then the payload).
+/* Writes the 64-byte header for *h into out and fills h->magic, h->version
+ * and h->crc (CRC32C over the payload, then the header with crc zeroed).
  * h->len must equal the payload length; payload may be NULL when len == 0.
  * The caller owns out, h and payload; the payload is only read. Flags and
  * type are written as given (the caller is trusted; decode enforces them). */
 void phx_frame_encode(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *payload);
+
+/* Writes the header for *h (magic and version filled in), unsealed: its crc
+ * field holds the CRC32C of the h->len payload bytes (read here) and header
+ * bytes [0,48) (crc field as zero) until phx_frame_seal finishes it. */
+void phx_frame_put_hdr(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *payload);
+/* Seals a header from phx_frame_put_hdr, exactly once: stores lseq and lack
+ * and completes the crc over those 16 bytes. */
+void phx_frame_seal(uint8_t *hdr, uint64_t lseq, uint64_t lack);
 
 /* Streaming decode of the frame at the start of buf[0..avail).
  * Returns:
@@ -69,27 +81,5 @@ void phx_frame_encode(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void
  * the stream: a byte stream cannot be resynchronised, close the connection. */
 int phx_frame_decode(const uint8_t *buf, size_t avail, uint32_t max_payload,
                      phx_frame_hdr_t *h, const char **why);
-
-/* Little-endian helpers for payload (de)serialisation; unaligned-safe. */
-static inline void phx_put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static inline void phx_put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline void phx_put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static inline uint16_t phx_get_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static inline uint32_t phx_get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-static inline uint64_t phx_get_le64(const uint8_t *p)
-{
-    return (uint64_t)phx_get_le32(p) | ((uint64_t)phx_get_le32(p + 4) << 32);
-}
 
 #endif

@@ -6,6 +6,14 @@
  * A connection carries only HELLO/AUTH frames until the handshake (net/auth.h)
  * succeeds; frames queued for a peer before that wait in its buffer.
  *
+ * Link recovery (net/link.h, net/README.md): a connection between two up
+ * peers that drops is redialled the same way and the handshake re-run; every
+ * frame the peer had not acknowledged is resent and duplicates are dropped,
+ * so nothing is lost or delivered twice. Sends queue meanwhile. Only a link
+ * not restored within hb-timeout reaches on_peer_down. A peer whose
+ * connections keep failing (bad frames, failed authentication) is refused
+ * after a bounded number of them.
+ *
  * Output is coalesced: phx_net_send appends to the peer's pending buffer and
  * the loop's prepare phase writes every dirty peer once per iteration, right
  * before the loop would block, so an idle queue adds no latency while a busy
@@ -35,15 +43,26 @@ typedef struct phx_net_cb {
     void (*on_frame)(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *payload);
     /* Handshake with peer completed; its incarnation from HELLO. */
     void (*on_peer_up)(void *ctx, int peer, uint32_t inc);
-    /* Connection to an up peer ended. graceful: it sent BYE first. */
+    /* The link to an up peer is gone: graceful, it sent BYE; otherwise it
+     * was not restored within hb-timeout (redialling goes on) or the peer
+     * was refused for bad connections. Once per outage. */
     void (*on_peer_down)(void *ctx, int peer, int graceful, const char *why);
     /* End of one read's worth of frames (lets the node batch hand-offs). */
     void (*on_read_end)(void *ctx);
     /* Every peer is up (once). */
     void (*on_all_up)(void *ctx);
-    /* charge units given to phx_net_send for this peer have left the buffer. */
+    /* The link to peer stayed down for 3 hb-timeouts (or the peer was
+     * refused 2 hb-timeouts ago) and nothing declared it dead: the failure
+     * detector cannot see a broken link between two non-neighbours, so the
+     * node must resolve it. Returns > 0 to be asked again an hb-timeout
+     * later (the detector is still busy declaring failures). Optional. */
+    int (*on_link_failed)(void *ctx, int peer);
+    /* charge units given to phx_net_send for this peer were acknowledged by
+     * it (or dropped with a dead peer): the backpressure bound covers
+     * unacknowledged frames kept for resend. */
     void (*on_drain)(void *ctx, int peer, uint64_t charge);
-    /* Fatal startup error (bind failed, peer unreachable by the deadline). */
+    /* Fatal error: startup (bind failed, peer unreachable by the deadline or
+     * failing authentication) or no memory to keep frames for resend. */
     void (*on_fatal)(void *ctx, int code, const char *why);
 } phx_net_cb_t;
 
@@ -58,14 +77,32 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
  * on_drain once written. charge == PHX_NET_URGENT puts the frame in the
  * peer's urgent lane instead, written ahead of queued frames (heartbeats must
  * not wait behind application data); urgent frames are not ordered with the
- * others. Returns 0, or PHX_EDEAD if the peer is closed. */
+ * others. A link being restored queues the frame. Returns 0, or PHX_EDEAD if
+ * the peer is closed, refused or left. */
 #define PHX_NET_URGENT UINT64_MAX
 int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
                  size_t prefix_len, const void *payload, size_t len, uint64_t charge);
 
+/* Writes every queued frame now rather than at the loop's prepare phase:
+ * for a caller about to hold the comm thread (a checkpoint's serialisation
+ * must not hold back the markers it just sent). */
+void phx_net_flush(phx_net_t *n);
+
 /* Closes the connection to peer and refuses it from now on (a dead or fenced
- * node). Idempotent. */
+ * node); frames queued or kept for resend are dropped. Idempotent. */
 void phx_net_close_peer(phx_net_t *n, int peer, const char *why);
+/* Comm thread: 1 if the link to peer is down and a redial was refused
+ * (nothing listens on its port: the process is gone, so on_peer_down came
+ * at once rather than after hb-timeout); 0 otherwise. */
+int phx_net_peer_gone(const phx_net_t *n, int peer);
+/* Comm thread, from on_frame: peer sent a well-framed message that its
+ * protocol rejects. Drops that connection as a violation (logged, counted
+ * against the peer) without declaring anything: the link is restored, and a
+ * peer that keeps doing it is refused and left to the failure detector, so
+ * a live peer is never silently cut off. */
+void phx_net_reject(phx_net_t *n, int peer, const char *why);
+/* 1 if peer joined the job and is neither closed, refused nor gone: its
+ * link may be down for the moment and being restored. */
 int phx_net_peer_up(const phx_net_t *n, int peer);
 /* Stops (1) or resumes (0) reading from every peer: inbound backpressure.
  * TCP flow control then holds the senders back. */

@@ -44,6 +44,41 @@ typedef struct opts {
 static opts_t O = { .k = 5, .op = PHX_OP_AND, .bench_fail = -1, .revoke_rank = -1 };
 static int node_type, main_type;
 
+#define AGREE_USAGE "agree [-k K] [--op and|or|min|max] [--die RANK:K:before|sent|decided]... " \
+                    "[--revoke RANK:K] [--shrink] [--bench N] [--bench-fail RANK]"
+#define BAD(...) phx_usage_error(AGREE_USAGE, __VA_ARGS__)
+
+/* A whole number from 0 to 1,000,000 (counts, ranks and agreement ids). */
+static int num(const char *a, const char *v, int *out)
+{
+    uint64_t x;
+    if (phx_arg_u64(v, 0, 1000000, &x))
+        return BAD("agree: %s wants a whole number from 0 to 1000000, got '%s'", a, v);
+    *out = (int)x;
+    return 0;
+}
+
+/* "A:B" or "A:B:WORD" with whole numbers A and B. */
+static int pair(const char *a, const char *v, int *x, int *y, char *word, size_t wn)
+{
+    char buf[64], *c1, *c2;
+    if (strlen(v) >= sizeof buf)
+        return BAD("agree: bad %s '%s'", a, v);
+    strcpy(buf, v);
+    c1 = strchr(buf, ':');
+    c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c1 || (word != NULL) != (c2 != NULL))
+        return BAD("agree: bad %s '%s' (%s)", a, v, word ? "RANK:K:PHASE" : "RANK:K");
+    *c1 = 0;
+    if (c2) {
+        *c2 = 0;
+        if (strlen(c2 + 1) >= wn)
+            return BAD("agree: bad phase in %s '%s'", a, v);
+        strcpy(word, c2 + 1);
+    }
+    return num(a, buf, x) || num(a, c1 + 1, y) ? 2 : 0;
+}
+
 static int parse(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -54,44 +89,54 @@ static int parse(int argc, char **argv)
         if (!strcmp(a, "--shrink")) {
             O.shrink = 1;
         } else if (!v) {
-            fprintf(stderr, "agree: %s needs a value\n", a);
-            return -1;
+            return BAD("agree: %s needs a value", a);
         } else if (!strcmp(a, "-k")) {
-            O.k = atoi(v), i++;
+            if (num(a, v, &O.k))
+                return 2;
+            i++;
         } else if (!strcmp(a, "--bench")) {
-            O.bench = atoi(v), i++;
+            if (num(a, v, &O.bench))
+                return 2;
+            i++;
         } else if (!strcmp(a, "--bench-fail")) {
-            O.bench_fail = atoi(v), i++;
+            if (num(a, v, &O.bench_fail))
+                return 2;
+            i++;
         } else if (!strcmp(a, "--op")) {
             static const char *ops[] = { "and", "or", "min", "max" };
             O.op = -1;
             for (int j = 0; j < 4; j++)
                 if (!strcmp(v, ops[j]))
                     O.op = j;
-            if (O.op < 0) {
-                fprintf(stderr, "agree: unknown op %s\n", v);
-                return -1;
-            }
+            if (O.op < 0)
+                return BAD("agree: unknown op '%s' (and, or, min or max)", v);
             i++;
         } else if (!strcmp(a, "--revoke")) {
-            if (sscanf(v, "%d:%d", &O.revoke_rank, &O.revoke_k) != 2) {
-                fprintf(stderr, "agree: bad --revoke %s (RANK:K)\n", v);
-                return -1;
-            }
+            if (pair(a, v, &O.revoke_rank, &O.revoke_k, NULL, 0))
+                return 2;
             i++;
         } else if (!strcmp(a, "--die")) {
-            if (O.ndie == MAX_DIE ||
-                sscanf(v, "%d:%d:%15s", &O.die[O.ndie].rank, &O.die[O.ndie].k, O.die[O.ndie].phase) != 3) {
-                fprintf(stderr, "agree: bad --die %s (RANK:K:before|sent|decided)\n", v);
-                return -1;
-            }
+            if (O.ndie == MAX_DIE)
+                return BAD("agree: at most %d --die", MAX_DIE);
+            if (pair(a, v, &O.die[O.ndie].rank, &O.die[O.ndie].k, O.die[O.ndie].phase,
+                     sizeof O.die[O.ndie].phase))
+                return 2;
+            const char *ph = O.die[O.ndie].phase;
+            if (strcmp(ph, "before") && strcmp(ph, "sent") && strcmp(ph, "after") && strcmp(ph, "decided"))
+                return BAD("agree: unknown phase '%s' (before, sent or decided)", ph);
             O.ndie++, i++;
         } else {
-            fprintf(stderr, "agree: unknown option %s\n", a);
-            return -1;
+            return BAD("agree: unknown option '%s'", a);
         }
     }
-    return O.k < 0 || O.bench < 0 ? -1 : 0;
+    return 0;
+}
+
+/* Failures are this program's subject: it reports them itself, so a job
+ * that lost nodes still ends with 0 when every survivor agrees. */
+static void on_failure(void *arg, int node, uint32_t inc, uint64_t when_ns)
+{
+    (void)arg; (void)node; (void)inc; (void)when_ns;
 }
 
 static int dies_before(int rank, int k)
@@ -265,8 +310,13 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
 
 int main(int argc, char **argv)
 {
-    if (parse(argc, argv))
-        return 2;
+    int rc = parse(argc, argv);
+    if (rc)
+        return rc;
+    if ((rc = phx_on_failure(on_failure, NULL))) {
+        fprintf(stderr, "agree: cannot register the failure callback: %s\n", phx_strerror(rc));
+        return 1;
+    }
     const char *rs = getenv("PHX_RANK");
     int me = rs ? atoi(rs) : 0;
     for (int i = 0; i < O.ndie; i++) {
@@ -277,10 +327,7 @@ int main(int argc, char **argv)
             phx_agree_debug_die((uint64_t)O.die[i].k, PHX_AGREE_DIE_SENT);
         else if (!strcmp(p, "decided"))
             phx_agree_debug_die((uint64_t)O.die[i].k, PHX_AGREE_DIE_DECIDED);
-        else if (strcmp(p, "before") != 0) {
-            fprintf(stderr, "agree: unknown phase %s\n", p);
-            return 2;
-        }
+        /* "before": the agreement loop kills the node itself */
     }
     phx_type_t nt = { .name = "agree", .init = node_init };
     phx_type_t mt = { .name = "main", .init = main_init };

@@ -2,7 +2,7 @@
  * fib(n-2) wherever placement puts them; results flow back to the parent.
  * The job ends by global quiescence (the termination detector), not by an
  * explicit exit, unless --exit is given.
- * Usage: fib [N] [--exit]   (default N = 20) */
+ * Usage: fib [N] [--exit]   (N from 0 to 93, default 20) */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,9 @@ typedef struct fib_arg { phx_tid_t parent; int n; } fib_arg_t;
 typedef struct fib_st { phx_tid_t parent; int pending; uint64_t sum; } fib_st_t;
 typedef struct main_st { int n; uint64_t t0; } main_st_t;
 
-static int fib_type, main_type, use_exit;
+#define FIB_USAGE "fib [N] [--exit]   (N from 0 to 93, default 20)"
+
+static int fib_type, main_type, use_exit, fib_n = 20;
 
 static uint64_t fib_seq(int n) { uint64_t a = 0, b = 1; while (n--) { uint64_t t = a + b; a = b; b = t; } return a; }
 
@@ -54,13 +56,7 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
 {
     main_st_t *s = st;
     (void)arg; (void)len;
-    s->n = 20;
-    for (int i = 1; i < phx_argc(); i++) {
-        if (!strcmp(phx_argv()[i], "--exit"))
-            use_exit = 1;
-        else
-            s->n = atoi(phx_argv()[i]);
-    }
+    s->n = fib_n;   /* checked in main, on every node */
     s->t0 = phx_now_ns();
     fib_arg_t k = { phx_self(c), s->n };
     phx_spawn(c, fib_type, &k, sizeof k);
@@ -82,6 +78,18 @@ static void main_result(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, si
 
 int main(int argc, char **argv)
 {
+    int have_n = 0;
+    for (int i = 1; i < argc; i++) {
+        uint64_t v;
+        if (!strncmp(argv[i], "--phx-", 6))
+            continue;
+        if (!strcmp(argv[i], "--exit"))
+            use_exit = 1;
+        else if (!have_n && !phx_arg_u64(argv[i], 0, 93, &v))   /* fib(94) overflows 64 bits */
+            fib_n = (int)v, have_n = 1;
+        else
+            return phx_usage_error(FIB_USAGE, "fib: bad argument '%s'", argv[i]);
+    }
     phx_type_t ft = { .name = "fib", .state_size = sizeof(fib_st_t), .init = fib_init,
                       .handlers = { [T_RESULT] = fib_result } };
     phx_type_t mt = { .name = "main", .state_size = sizeof(main_st_t), .init = main_init,

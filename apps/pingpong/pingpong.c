@@ -21,7 +21,43 @@ typedef struct st {
     uint8_t *buf;
 } st_t;
 
+#define PP_USAGE "pingpong lat|rate|bw [N] [SIZE]   (N >= 1, SIZE in bytes up to 1 GiB)"
+
 static int pp_type, main_type;
+static cfg_t pp_cfg = { .mode = M_LAT, .n = 20000, .size = 8 };
+
+/* On every node before phx_main: a bad argument stops the job at once. */
+static int parse(int argc, char **argv)
+{
+    int k = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        uint64_t v;
+        if (!strncmp(a, "--phx-", 6))
+            continue;
+        if (k == 0 && !strcmp(a, "rate")) {
+            pp_cfg.mode = M_RATE;
+            pp_cfg.n = 2000000;
+        } else if (k == 0 && !strcmp(a, "bw")) {
+            pp_cfg.mode = M_BW;
+            pp_cfg.n = 2000;
+            pp_cfg.size = 1 << 20;
+        } else if (k == 0 && strcmp(a, "lat")) {
+            return phx_usage_error(PP_USAGE, "pingpong: unknown mode '%s'", a);
+        } else if (k == 1 || k == 2) {
+            if (phx_arg_u64(a, k == 1 ? 1 : 0, k == 1 ? UINT64_MAX : 1u << 30, &v))
+                return phx_usage_error(PP_USAGE, "pingpong: bad %s '%s'", k == 1 ? "N" : "SIZE", a);
+            if (k == 1)
+                pp_cfg.n = v;
+            else
+                pp_cfg.size = (uint32_t)v;
+        } else if (k > 2) {
+            return phx_usage_error(PP_USAGE, "pingpong: unexpected argument '%s'", a);
+        }
+        k++;
+    }
+    return 0;
+}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -125,26 +161,7 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
         phx_exit(c, 2);
         return;
     }
-    cfg_t cfg = { .mode = M_LAT, .n = 20000, .size = 8 };
-    const char *mode = phx_argc() > 1 ? phx_argv()[1] : "lat";
-    if (!strcmp(mode, "rate")) {
-        cfg.mode = M_RATE;
-        cfg.n = 2000000;
-    } else if (!strcmp(mode, "bw")) {
-        cfg.mode = M_BW;
-        cfg.n = 2000;
-        cfg.size = 1 << 20;
-    } else if (strcmp(mode, "lat")) {
-        fprintf(stderr, "usage: pingpong lat|rate|bw [N] [SIZE]\n");
-        phx_exit(c, 2);
-        return;
-    }
-    if (phx_argc() > 2)
-        cfg.n = strtoull(phx_argv()[2], NULL, 10);
-    if (phx_argc() > 3)
-        cfg.size = (uint32_t)strtoul(phx_argv()[3], NULL, 10);
-    if (cfg.n == 0)
-        cfg.n = 1;
+    cfg_t cfg = pp_cfg;
     phx_tid_t a = phx_spawn_on(c, pp_type, 0, &cfg, sizeof cfg);
     phx_tid_t b = phx_spawn_on(c, pp_type, 1, &cfg, sizeof cfg);
     phx_send(c, a, T_START, &b, sizeof b);
@@ -153,6 +170,9 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
 
 int main(int argc, char **argv)
 {
+    int rc = parse(argc, argv);
+    if (rc)
+        return rc;
     phx_type_t pt = { .name = "pingpong", .state_size = sizeof(st_t), .init = pp_init, .fini = pp_fini,
                       .handlers = { [T_START] = on_start, [T_PING] = on_ping, [T_PONG] = on_pong,
                                     [T_DATA] = on_data, [T_ACK] = on_ack } };

@@ -1,8 +1,9 @@
 /* ring: a token passed around N nodes for K laps.
- * Usage: ring [LAPS]   (default 1000) */
+ * Usage: ring [LAPS]   (LAPS from 1 to 10^12, default 1000) */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/phalanx.h"
 
@@ -13,7 +14,10 @@ typedef struct ring_st { phx_tid_t next, main; uint64_t laps; int first; } ring_
 typedef struct main_st { uint64_t t0, laps; } main_st_t;
 typedef struct spawn_arg { phx_tid_t next, main; uint64_t laps; int first; } spawn_arg_t;
 
+#define RING_USAGE "ring [LAPS]   (LAPS from 1 to 10^12, default 1000)"
+
 static int ring_type, main_type;
+static uint64_t ring_laps = 1000;
 
 static void ring_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
 {
@@ -50,9 +54,7 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
     main_st_t *s = st;
     (void)arg; (void)len;
     int n = phx_size(c);
-    s->laps = phx_argc() > 1 ? strtoull(phx_argv()[1], NULL, 10) : 1000;
-    if (s->laps == 0)
-        s->laps = 1;
+    s->laps = ring_laps;   /* checked in main, on every node */
     /* Spawn backwards so each task is born knowing its successor; the
      * first closes the cycle with SETUP. */
     spawn_arg_t a = { .main = phx_self(c), .laps = s->laps, .first = 1 };
@@ -85,6 +87,13 @@ static void on_done(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
 
 int main(int argc, char **argv)
 {
+    int have = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--phx-", 6))
+            continue;
+        if (have++ || phx_arg_u64(argv[i], 1, 1000000000000ull, &ring_laps))
+            return phx_usage_error(RING_USAGE, "ring: bad argument '%s'", argv[i]);
+    }
     phx_type_t rt = { .name = "ring", .state_size = sizeof(ring_st_t), .init = ring_init,
                       .handlers = { [T_SETUP] = on_setup, [T_TOKEN] = on_token } };
     phx_type_t mt = { .name = "main", .state_size = sizeof(main_st_t), .init = main_init,

@@ -104,7 +104,7 @@ static void cell_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
     if (!needs_refine(x->a, x->b, x->depth, &fine)) {
         atomic_fetch_add(&tdk_cnt.leaves, 1);
         proj_sum_t r = { 1, 1, x->depth, fine };
-        tdk_send(c, x->parent, TDK_T_RESULT, &r, sizeof r);
+        tdk_result(c, x->parent, TDK_T_RESULT, &r, sizeof r);
         phx_task_done(c);
     } else {
         s->parent = x->parent;
@@ -115,6 +115,7 @@ static void cell_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
         cell_t r = { phx_self(c), m, x->b, 2 * x->idx + 1, x->depth + 1 };
         spawn_cell(c, &l);
         spawn_cell(c, &r);
+        tdk_hold_pending(x->idx);
     }
     tdk_task_end(NULL, NULL);
 }

@@ -1,10 +1,12 @@
 /* tdk: termination-detection kernels. See tdk.h and ft/termination/README.md.
  *
- * Usage: tdk [--map spawn|rr|random|subtree] [--work US] KERNEL ARGS
+ * Usage: tdk [--map spawn|rr|random|subtree] [--work US] [--hold FILE] KERNEL ARGS
  *   tdk ring HOPS                 one token, HOPS hops around the nodes
  *   tdk walk HOPS QB SEED         random walk, each hop forks with prob. QB;
  *                                 HOPS hops in total over all walkers
  *   tdk project THRESH [SEED]     adaptive refinement of e^-2x on [-10,10]
+ *   --hold FILE                   (project) leaves hold their results until
+ *                                 FILE exists: a test's go signal (hold.c)
  *
  * The node that sees the end prints the kernel's result line with
  * last_task_ns= (CLOCK_MONOTONIC) and last_task_rt_ns= (CLOCK_REALTIME, to
@@ -117,6 +119,7 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
 {
     (void)st; (void)arg; (void)len;
     main_tid = phx_self(c);
+    tdk_gate_start(c);
     if (!strcmp(tdk_opt.kernel, "ring"))
         tdk_ring_start(c);
     else if (!strcmp(tdk_opt.kernel, "walk"))
@@ -143,7 +146,7 @@ static int usage(const char *why)
     const char *r = getenv("PHX_RANK");
     if (!r || !strcmp(r, "0"))   /* every node parses the same argv: say it once */
         fprintf(stderr,
-                "tdk: %s\nusage: tdk [--map spawn|rr|random|subtree] [--work US] ring HOPS\n"
+                "tdk: %s\nusage: tdk [--map spawn|rr|random|subtree] [--work US] [--hold FILE] ring HOPS\n"
                 "       tdk [...] walk HOPS QB SEED\n"
                 "       tdk [...] project THRESH [SEED]\n",
                 why);
@@ -193,6 +196,8 @@ static int parse(int argc, char **argv)
             if (parse_u64(argv[++i], &us) || us > 10000000)
                 return usage("bad --work (microseconds, <= 10 s)");
             tdk_opt.work_ns = us * 1000;
+        } else if (!strcmp(a, "--hold") && i + 1 < argc) {
+            tdk_opt.hold = argv[++i];
         } else if (a[0] == '-' && a[1] == '-') {
             return usage("unknown option");
         } else if (npos < 4) {
@@ -219,6 +224,8 @@ static int parse(int argc, char **argv)
     } else {
         return usage("unknown kernel");
     }
+    if (tdk_opt.hold && strcmp(pos[0], "project"))
+        return usage("--hold applies to project only");
     return 0;
 }
 
@@ -226,7 +233,8 @@ int main(int argc, char **argv)
 {
     /* Types first, identically everywhere; the kernel choice only decides
      * which of them the main task uses. */
-    if (tdk_ring_register() < 0 || tdk_walk_register() < 0 || tdk_project_register() < 0) {
+    if (tdk_ring_register() < 0 || tdk_walk_register() < 0 || tdk_project_register() < 0 ||
+        tdk_gate_register() < 0) {
         fprintf(stderr, "tdk: registering task types failed\n");
         return 1;
     }

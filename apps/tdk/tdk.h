@@ -26,6 +26,7 @@ typedef struct tdk_opts {
     double qb;                 /* walk: branching probability */
     double thresh;             /* project: local error threshold */
     uint64_t seed;             /* walk, project (random mappings) */
+    const char *hold;          /* --hold FILE: gate file (hold.c), or NULL */
 } tdk_opts_t;
 
 extern tdk_opts_t tdk_opt;
@@ -68,6 +69,16 @@ int tdk_live(int node, int size);
  * swallowed. Return 0 or a negative PHX_E* code. */
 int tdk_send(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len);
 int tdk_spawn_on(phx_ctx_t *c, int type, int node, const void *arg, size_t len, phx_tid_t *out);
+
+/* --hold (hold.c). tdk_result sends a result to a parent, or keeps it on
+ * this node while the gate is closed (any worker; 0 or a negative PHX_E*
+ * code). tdk_hold_pending marks an interior cell created here: the first
+ * one while the gate is closed logs "tdk_hold". The gate type is
+ * registered on every node; rank 0's main task starts one gate per node. */
+int tdk_result(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len);
+void tdk_hold_pending(uint64_t cell);
+int tdk_gate_register(void);
+void tdk_gate_start(phx_ctx_t *c);
 
 /* splitmix64: tiny, seedable, and good enough for placement and forks. */
 static inline uint64_t tdk_mix(uint64_t x)

@@ -13,6 +13,7 @@
 
 #include "core/common/phx_err.h"
 #include "core/common/phx_log.h"
+#include "core/common/phx_wire.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,24 +32,6 @@ enum { MSG_UP = 1, MSG_DECIDE = 2, MSG_REVOKE = 3 };
 
 #define ERA_MAX_MSG (ERA_HDR + 8 * (PHX_FT_ERA_VAL_WORDS + 2 * PHX_FT_RANKSET_WORDS))
 
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-static void put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 typedef struct msg {
     uint8_t type, op;
     uint32_t nwords;
@@ -59,63 +42,67 @@ typedef struct msg {
 
 static size_t encode(const phx_ft_era_t *era, const msg_t *m, uint8_t *buf)
 {
-    memset(buf, 0, ERA_HDR);
-    put_u32(buf, ERA_MAGIC);
-    buf[4] = ERA_VERSION;
-    buf[5] = m->type;
-    buf[6] = m->op;
-    buf[7] = (uint8_t)m->nwords;
-    put_u64(buf + 8, m->gid);
-    put_u64(buf + 16, m->aid);
-    put_u64(buf + 24, m->low);
-    size_t off = ERA_HDR;
-    if (m->type == MSG_REVOKE)
-        return off;
-    buf[32] = (uint8_t)era->nbm;
-    buf[33] = (uint8_t)(era->nbm >> 8);
-    for (uint32_t i = 0; i < m->nwords; i++, off += 8)
-        put_u64(buf + off, m->val.w[i]);
-    for (int i = 0; i < era->nbm; i++, off += 8)
-        put_u64(buf + off, m->dead.w[i]);
-    for (int i = 0; i < era->nbm; i++, off += 8)
-        put_u64(buf + off, m->ack.w[i]);
-    return off;
+    phx_wenc_t e;
+    phx_wenc_init(&e, buf, ERA_MAX_MSG);
+    int body = m->type != MSG_REVOKE;
+    phx_wenc_u32(&e, ERA_MAGIC);
+    phx_wenc_u8(&e, ERA_VERSION);
+    phx_wenc_u8(&e, m->type);
+    phx_wenc_u8(&e, m->op);
+    phx_wenc_u8(&e, (uint8_t)m->nwords);
+    phx_wenc_u64(&e, m->gid);
+    phx_wenc_u64(&e, m->aid);
+    phx_wenc_u64(&e, m->low);
+    phx_wenc_u16(&e, body ? (uint16_t)era->nbm : 0);
+    phx_wenc_u16(&e, 0);
+    phx_wenc_u32(&e, 0);
+    for (uint32_t i = 0; body && i < m->nwords; i++)
+        phx_wenc_u64(&e, m->val.w[i]);
+    for (int i = 0; body && i < era->nbm; i++)
+        phx_wenc_u64(&e, m->dead.w[i]);
+    for (int i = 0; body && i < era->nbm; i++)
+        phx_wenc_u64(&e, m->ack.w[i]);
+    return (size_t)phx_wenc_end(&e);   /* ERA_MAX_MSG fits every message */
 }
 
 /* Full validation before anything is touched, so a bad message leaves the
  * state machine exactly as it was. */
 static int decode(const phx_ft_era_t *era, const uint8_t *buf, size_t len, msg_t *m)
 {
-    if (!buf || len < ERA_HDR || get_u32(buf) != ERA_MAGIC || buf[4] != ERA_VERSION)
+    if (!buf)
         return PHX_EPROTO;
+    phx_wdec_t d;
+    phx_wdec_init(&d, buf, len);
     memset(m, 0, sizeof *m);
-    m->type = buf[5];
-    m->op = buf[6];
-    m->nwords = buf[7];
-    m->gid = get_u64(buf + 8);
-    m->aid = get_u64(buf + 16);
-    m->low = get_u64(buf + 24);
-    unsigned nbm = (unsigned)buf[32] | (unsigned)buf[33] << 8;
-    if (buf[34] || buf[35] || get_u32(buf + 36))
+    uint32_t magic = phx_wdec_u32(&d);
+    unsigned ver = phx_wdec_u8(&d);
+    m->type = phx_wdec_u8(&d);
+    m->op = phx_wdec_u8(&d);
+    m->nwords = phx_wdec_u8(&d);
+    m->gid = phx_wdec_u64(&d);
+    m->aid = phx_wdec_u64(&d);
+    m->low = phx_wdec_u64(&d);
+    unsigned nbm = phx_wdec_u16(&d), pad16 = phx_wdec_u16(&d);
+    uint32_t pad32 = phx_wdec_u32(&d);
+    if (d.err || magic != ERA_MAGIC || ver != ERA_VERSION || pad16 || pad32)
         return PHX_EPROTO;
     if (m->type == MSG_REVOKE)
-        return (len == ERA_HDR && m->op == 0 && m->nwords == 0 && nbm == 0 &&
+        return (phx_wdec_end(&d, 1) == 0 && m->op == 0 && m->nwords == 0 && nbm == 0 &&
                 m->aid == 0 && m->low == 0) ? 0 : PHX_EPROTO;
     if (m->type != MSG_UP && m->type != MSG_DECIDE)
         return PHX_EPROTO;
     if (m->op > PHX_FT_ERA_MAX || m->nwords < 1 || m->nwords > PHX_FT_ERA_VAL_WORDS ||
         nbm != (unsigned)era->nbm)
         return PHX_EPROTO;
-    if (len != ERA_HDR + 8 * ((size_t)m->nwords + 2 * nbm))
-        return PHX_EPROTO;
-    size_t off = ERA_HDR;
     m->val.nwords = m->nwords;
-    for (uint32_t i = 0; i < m->nwords; i++, off += 8)
-        m->val.w[i] = get_u64(buf + off);
-    for (unsigned i = 0; i < nbm; i++, off += 8)
-        m->dead.w[i] = get_u64(buf + off);
-    for (unsigned i = 0; i < nbm; i++, off += 8)
-        m->ack.w[i] = get_u64(buf + off);
+    for (uint32_t i = 0; i < m->nwords; i++)
+        m->val.w[i] = phx_wdec_u64(&d);
+    for (unsigned i = 0; i < nbm; i++)
+        m->dead.w[i] = phx_wdec_u64(&d);
+    for (unsigned i = 0; i < nbm; i++)
+        m->ack.w[i] = phx_wdec_u64(&d);
+    if (phx_wdec_end(&d, 1) < 0)
+        return PHX_EPROTO;
     /* Ranks beyond the job would index out of every table. */
     unsigned tail = (unsigned)era->n & 63;
     if (tail) {
@@ -334,6 +321,25 @@ static int tree_parent(const phx_ft_era_t *era, const phx_ft_group_t *g, int i, 
     return low;
 }
 
+/* 1 iff a live j whose parent is i (tree_parent(j) == i) has not sent its
+ * UP. Those are i's live children and the live descendants reached through
+ * dead children only, so the walk costs O(arity * (1 + dead)), not O(m).
+ * skip: a live index that is never i's child (the root itself). */
+static bool wait_child(const phx_ft_era_t *era, const era_inst_t *x, int i, int skip)
+{
+    const phx_ft_group_t *g = x->g;
+    long k = (long)era->arity;
+    for (long c = (long)i * k + 1; c <= (long)i * k + k && c < g->m; c++) {
+        if (idx_dead(era, g, (int)c)) {
+            if (wait_child(era, x, (int)c, skip))
+                return true;
+        } else if (c != skip && !rs_test(&x->got_up, g->members[c])) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static uint64_t lowest_undecided(const phx_ft_era_t *era, uint64_t gid)
 {
     uint64_t lo = UINT64_MAX;
@@ -391,7 +397,8 @@ static int finish_shrink(phx_ft_era_t *era, era_inst_t *x, era_ev_t *ev)
         if (!rs_test(&out, g->members[i]))
             mem[k++] = g->members[i];
     ev->kind = EV_SHRUNK;
-    int rc = group_create_internal(era, phx_ft_ulfm_shrink_gid(g->id, x->aid), mem, k, &ev->newg);
+    int rc = group_create_internal(era, phx_ft_ulfm_shrink_gid(g->id, x->aid), mem, k, false,
+                                   &ev->newg);
     free(mem);
     if (rc < 0) {
         PHX_ERROR(SUB, "shrink of group %llu: cannot create successor: %s",
@@ -415,9 +422,13 @@ static void decide(phx_ft_era_t *era, era_inst_t *x, int from)
         unacked.w[i] &= ~x->ack.w[i];
     x->rc = phx_ft_rankset_count(&unacked) ? PHX_EPROCFAIL : PHX_OK;
 
-    for (int r = 0; r < era->n; r++)
-        if (r != era->rank && r != from && rs_test(&x->got_up, r) && !rs_test(&era->dead, r))
-            send_decide(era, x, r);
+    /* Ascending over got_up's set bits: O(n/64 + children), not O(n). */
+    for (int wi = 0; wi < era->nbm; wi++)
+        for (uint64_t b = x->got_up.w[wi]; b; b &= b - 1) {
+            int r = wi * 64 + __builtin_ctzll(b);
+            if (r != era->rank && r != from && !rs_test(&era->dead, r))
+                send_decide(era, x, r);
+        }
     int low = lowest_alive(era, g);
     int p = tree_parent(era, g, g->self_idx, low);
     x->last_parent = p < 0 ? -1 : g->members[p];
@@ -452,12 +463,10 @@ static void progress(phx_ft_era_t *era, era_inst_t *x)
     phx_ft_group_t *g = x->g;
     int me = g->self_idx;
     int low = lowest_alive(era, g);
-    for (int j = 0; j < g->m; j++) {
-        if (j == me || idx_dead(era, g, j))
-            continue;
-        if (!rs_test(&x->got_up, g->members[j]) && tree_parent(era, g, j, low) == me)
-            return;
-    }
+    /* The root (lowest live index) also adopts every live member whose
+     * ancestors are all dead: the subtrees of dead index 0. */
+    if (wait_child(era, x, me, -1) || (me == low && low > 0 && wait_child(era, x, 0, me)))
+        return;
     if (me == low) {
         rs_or(&x->dead, &era->dead);
         uint64_t lo = lowest_undecided(era, x->gid);
@@ -495,7 +504,7 @@ static void repush(phx_ft_era_t *era, era_inst_t *x)
 int phx_ft_era_create(const phx_ft_era_env_t *env, int rank, int n, phx_ft_era_t **out)
 {
     if (!env || !out || !env->send || !env->decided || n < 1 ||
-        n > PHX_FT_ERA_MAX_RANKS || rank < 0 || rank >= n)
+        n > PHX_FT_ERA_ENGINE_MAX_RANKS || rank < 0 || rank >= n)
         return PHX_EINVAL;
     phx_ft_era_t *era = calloc(1, sizeof *era);
     if (!era)
@@ -579,7 +588,7 @@ int phx_ft_era_start(phx_ft_era_t *era, phx_ft_group_t *g, uint64_t aid,
 static int on_agree_msg(phx_ft_era_t *era, int src, const msg_t *m)
 {
     phx_ft_group_t *g = phx_ft_group_lookup(era, m->gid);
-    if (g && (g->idx_of[src] < 0))
+    if (g && !rs_test(&g->mask, src))
         return PHX_EPROTO;
     if (g && m->aid < g->gc_below)
         return 0;   /* everyone decided it; a stale echo */
@@ -668,7 +677,7 @@ int phx_ft_era_on_failure(phx_ft_era_t *era, int rank)
     phx_ft_rankset_add(&era->dead, rank);
     group_on_failure(era, rank);
     for (era_inst_t *x = era->insts; x; x = x->next) {
-        if (!x->g || x->g->idx_of[rank] < 0)
+        if (!x->g || !rs_test(&x->g->mask, rank))
             continue;
         if (x->decided)
             repush(era, x);

@@ -26,9 +26,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PHX_FT_ERA_MAX_RANKS 1024                 /* job size limit */
+/* Job size limit of ERA with shrink: a shrink agrees on a dead set carried
+ * as a value, so it is bounded by the value width. core/agree.c refuses
+ * larger jobs at startup with fault tolerance on (saying so) and runs them
+ * without groups when off. */
+#define PHX_FT_ERA_MAX_RANKS 1024
 #define PHX_FT_ERA_VAL_WORDS 16                   /* 1024-bit values */
-#define PHX_FT_RANKSET_WORDS (PHX_FT_ERA_MAX_RANKS / 64)
+/* Job size limit of the engine (create, agree, failure notices): rank sets
+ * are bitsets of this many bits; the wire carries only the job's words. */
+#define PHX_FT_ERA_ENGINE_MAX_RANKS 65536
+#define PHX_FT_RANKSET_WORDS (PHX_FT_ERA_ENGINE_MAX_RANKS / 64)
 
 typedef struct phx_ft_era phx_ft_era_t;
 typedef struct phx_ft_group phx_ft_group_t;      /* see group.h */

@@ -12,8 +12,8 @@ struct phx_ft_group {
     phx_ft_era_t *era;
     uint64_t id;
     int m;
-    int *members;              /* sorted job ranks */
-    int16_t *idx_of;           /* job rank -> member index, -1 if not member */
+    const int *members;        /* sorted job ranks */
+    bool own_members;          /* else borrowed (phx_ft_group_create_borrowed) */
     int self_idx;
     phx_ft_rankset_t mask;     /* members as a set */
     phx_ft_rankset_t acked;    /* failure_ack snapshot */
@@ -93,7 +93,7 @@ int  era_start_internal(phx_ft_era_t *era, phx_ft_group_t *g, uint64_t aid,
                         const phx_ft_era_value_t *value, phx_ft_era_op_t op,
                         bool shrink);
 int  group_create_internal(phx_ft_era_t *era, uint64_t gid, const int *members,
-                           int nmembers, phx_ft_group_t **out);
+                           int nmembers, bool borrow, phx_ft_group_t **out);
 void group_on_failure(phx_ft_era_t *era, int rank);
 void group_on_revoke_msg(phx_ft_era_t *era, int src, uint64_t gid);
 void group_free_all(phx_ft_era_t *era);

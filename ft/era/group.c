@@ -27,8 +27,8 @@ phx_ft_group_t *phx_ft_group_lookup(phx_ft_era_t *era, uint64_t gid)
 
 static void group_free(phx_ft_group_t *g)
 {
-    free(g->members);
-    free(g->idx_of);
+    if (g->own_members)
+        free((void *)g->members);
     free(g);
 }
 
@@ -64,57 +64,53 @@ static void mark_revoked(phx_ft_era_t *era, phx_ft_group_t *g, int src)
 }
 
 int group_create_internal(phx_ft_era_t *era, uint64_t gid, const int *members,
-                          int nmembers, phx_ft_group_t **out)
+                          int nmembers, bool borrow, phx_ft_group_t **out)
 {
     if (!members || nmembers < 1 || nmembers > era->n || !out)
         return PHX_EINVAL;
-    int *mem = malloc(sizeof(int) * (size_t)nmembers);
-    if (!mem)
-        return PHX_ENOMEM;
-    memcpy(mem, members, sizeof(int) * (size_t)nmembers);
-    qsort(mem, (size_t)nmembers, sizeof(int), cmp_int);
+    int *own = NULL;
+    if (!borrow) {
+        if (!(own = malloc(sizeof(int) * (size_t)nmembers)))
+            return PHX_ENOMEM;
+        memcpy(own, members, sizeof(int) * (size_t)nmembers);
+        qsort(own, (size_t)nmembers, sizeof(int), cmp_int);
+    }
+    const int *mem = own ? own : members;
     int self = -1;
     for (int i = 0; i < nmembers; i++) {
-        if (mem[i] < 0 || mem[i] >= era->n || (i && mem[i] == mem[i - 1])) {
-            free(mem);
+        if (mem[i] < 0 || mem[i] >= era->n || (i && mem[i] <= mem[i - 1])) {
+            free(own);
             return PHX_EINVAL;
         }
         if (mem[i] == era->rank)
             self = i;
     }
     if (self < 0) {
-        free(mem);
+        free(own);
         return PHX_EINVAL;
     }
     phx_ft_group_t *old = phx_ft_group_lookup(era, gid);
     if (old) {
         bool same = old->m == nmembers &&
                     memcmp(old->members, mem, sizeof(int) * (size_t)nmembers) == 0;
-        free(mem);
+        free(own);
         if (!same)
             return PHX_EEXIST;
         *out = old;
         return 0;
     }
     phx_ft_group_t *g = calloc(1, sizeof *g);
-    int16_t *idx = malloc(sizeof(int16_t) * (size_t)era->n);
-    if (!g || !idx) {
-        free(g);
-        free(idx);
-        free(mem);
+    if (!g) {
+        free(own);
         return PHX_ENOMEM;
     }
-    for (int r = 0; r < era->n; r++)
-        idx[r] = -1;
-    for (int i = 0; i < nmembers; i++) {
-        idx[mem[i]] = (int16_t)i;
+    for (int i = 0; i < nmembers; i++)
         phx_ft_rankset_add(&g->mask, mem[i]);
-    }
     g->era = era;
     g->id = gid;
     g->m = nmembers;
     g->members = mem;
-    g->idx_of = idx;
+    g->own_members = own != NULL;
     g->self_idx = self;
     g->revoke_src = -1;
     g->next = era->groups;
@@ -139,7 +135,16 @@ int phx_ft_group_create(phx_ft_era_t *era, uint64_t gid, const int *members,
     if (!era)
         return PHX_EINVAL;
     era_enter(era);
-    return era_exit(era, group_create_internal(era, gid, members, nmembers, out));
+    return era_exit(era, group_create_internal(era, gid, members, nmembers, false, out));
+}
+
+int phx_ft_group_create_borrowed(phx_ft_era_t *era, uint64_t gid, const int *members,
+                                 int nmembers, phx_ft_group_t **out)
+{
+    if (!era)
+        return PHX_EINVAL;
+    era_enter(era);
+    return era_exit(era, group_create_internal(era, gid, members, nmembers, true, out));
 }
 
 uint64_t phx_ft_group_id(const phx_ft_group_t *g) { return g->id; }
@@ -148,15 +153,23 @@ const int *phx_ft_group_members(const phx_ft_group_t *g) { return g->members; }
 
 int phx_ft_group_index_of(const phx_ft_group_t *g, int rank)
 {
-    if (rank < 0 || rank >= g->era->n || g->idx_of[rank] < 0)
+    if (rank < 0 || rank >= g->era->n || !rs_test(&g->mask, rank))
         return PHX_ENOENT;
-    return g->idx_of[rank];
+    /* members is sorted; a search keeps a group at O(m) ints, not O(n). */
+    const int *p = bsearch(&rank, g->members, (size_t)g->m, sizeof(int), cmp_int);
+    return (int)(p - g->members);
 }
 
 void phx_ft_ulfm_failure_ack(phx_ft_era_t *era, phx_ft_group_t *g)
 {
     for (int i = 0; i < PHX_FT_RANKSET_WORDS; i++)
         g->acked.w[i] = era->dead.w[i] & g->mask.w[i];
+}
+
+void phx_ft_ulfm_set_acked(phx_ft_group_t *g, const phx_ft_rankset_t *acked)
+{
+    for (int i = 0; i < PHX_FT_RANKSET_WORDS; i++)
+        g->acked.w[i] = acked->w[i] & g->mask.w[i];
 }
 
 void phx_ft_ulfm_get_acked(const phx_ft_group_t *g, phx_ft_rankset_t *out)
@@ -181,7 +194,7 @@ void group_on_revoke_msg(phx_ft_era_t *era, int src, uint64_t gid)
 {
     phx_ft_group_t *g = phx_ft_group_lookup(era, gid);
     if (g) {
-        if (g->idx_of[src] < 0)
+        if (!rs_test(&g->mask, src))
             PHX_WARN(SUB, "revoke of group %llu from non-member %d ignored",
                      (unsigned long long)gid, src);
         else if (!g->revoked)
@@ -226,8 +239,8 @@ uint64_t phx_ft_ulfm_shrink_gid(uint64_t gid, uint64_t aid)
 
 int phx_ft_ulfm_shrink(phx_ft_era_t *era, phx_ft_group_t *g, uint64_t aid)
 {
-    if (!era || !g || g->era != era || !era->env.shrunk)
-        return PHX_EINVAL;
+    if (!era || !g || g->era != era || !era->env.shrunk || era->nbm > PHX_FT_ERA_VAL_WORDS)
+        return PHX_EINVAL;   /* the dead set must fit a value: PHX_FT_ERA_MAX_RANKS */
     phx_ft_era_value_t v;
     memset(&v, 0, sizeof v);
     v.nwords = (uint32_t)era->nbm;

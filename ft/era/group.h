@@ -18,6 +18,12 @@
  * members match, *out is the existing group and 0 is returned), PHX_ENOMEM. */
 int phx_ft_group_create(phx_ft_era_t *era, uint64_t gid, const int *members,
                         int nmembers, phx_ft_group_t **out);
+/* The same, but members (strictly ascending) is borrowed, not copied: the
+ * caller keeps it unchanged until phx_ft_era_destroy. Engines of one
+ * process (the simulator's thousands of nodes) then share one world list
+ * instead of holding O(m) each. */
+int phx_ft_group_create_borrowed(phx_ft_era_t *era, uint64_t gid, const int *members,
+                                 int nmembers, phx_ft_group_t **out);
 /* NULL if unknown. */
 phx_ft_group_t *phx_ft_group_lookup(phx_ft_era_t *era, uint64_t gid);
 
@@ -32,6 +38,11 @@ int phx_ft_group_index_of(const phx_ft_group_t *g, int rank);
  * agreements on g report PHX_EPROCFAIL only for failures not acknowledged
  * by all their contributors. */
 void phx_ft_ulfm_failure_ack(phx_ft_era_t *era, phx_ft_group_t *g);
+/* The same from a state kept outside: g's acknowledged set becomes
+ * acked & members. A runtime that keeps ONE acknowledged-failures state for
+ * all groups (core/agree.c) copies it here before every agreement and
+ * shrink it starts on g. */
+void phx_ft_ulfm_set_acked(phx_ft_group_t *g, const phx_ft_rankset_t *acked);
 /* The acknowledged set (copy). */
 void phx_ft_ulfm_get_acked(const phx_ft_group_t *g, phx_ft_rankset_t *out);
 

@@ -1,9 +1,13 @@
-/* Wire format (little endian, lengths exact, see README.md):
+/* Wire format (little endian through core/common/phx_wire.h, lengths exact,
+ * see README.md):
  *   header  u8 version=1, u8 type, u16 0, u32 sender, u32 incarnation, u32 nranks
- *   HEARTBEAT, NEWOBSERVER   header
+ *   HEARTBEAT                header, u32 ndead, u64 digest of D
+ *   NEWOBSERVER              header
  *   YOU_ARE_DEAD             header, u32 target, u32 target incarnation
  *   BCASTMSG                 header, u32 origin, u32 seq, u32 dead, u8 cube,
  *                            u8 tree, u16 0, u32 ndead, u32 D[ndead] ascending
+ *   DSET                     header, u8 flags (bit 0: reply wanted), u8 0,
+ *                            u16 0, u32 ndead, u32 D[ndead] ascending
  * The sender field must equal the transport's source rank and nranks our
  * group size, so a frame routed to the wrong group or rank is rejected. */
 #include "ft/hb/hb.h"
@@ -13,14 +17,18 @@
 
 #include "core/common/phx_err.h"
 #include "core/common/phx_log.h"
+#include "core/common/phx_wire.h"
 #include "ft/hb/bcast.h"
 #include "ft/hb/ring.h"
 
 #define WIRE_VERSION 1
 #define HDR_LEN      16   /* u8 ver, u8 type, u16 flags, u32 sender, u32 inc, u32 nranks */
+#define BEAT_LEN     (HDR_LEN + 12)   /* + u32 ndead, u64 digest */
 #define YAD_LEN      (HDR_LEN + 8)    /* + u32 target, u32 target_inc */
+#define DSET_REPLY   1u
 #define BC_FIXED     (HDR_LEN + 20)   /* + origin, seq, dead, u8 cube, u8 tree, u16 0, ndead */
 #define SEEN_SLOTS   256
+#define TOPO_SLOTS   16   /* broadcasts in flight at once that keep their topology */
 #define NO_DEADLINE  UINT64_MAX
 
 struct seen {
@@ -29,35 +37,68 @@ struct seen {
     uint64_t mask;       /* bit cube*32+tree: copy already handled */
 };
 
+/* A cached topology: origin and its sorted D are the key. */
+struct topo_slot {
+    phx_ft_bcast_t *b;
+    int origin;
+    uint32_t ndead;
+    int *dl;
+};
+
+struct phx_ft_hb_shared {
+    int refs, n;
+    int *ring, *pos;
+    int *tmp;                   /* nranks ints: D of a decoded message */
+    int *own;                   /* nranks ints: D of our own broadcast */
+    uint8_t *buf;               /* encode scratch, BC_FIXED + 4*nranks */
+    phx_ft_bcast_hop_t *hops;   /* max fanout of any topology */
+    size_t hops_cap;
+    /* Round-robin: an entry lives for TOPO_SLOTS later builds, so one call
+     * (at most two lookups) never loses the topology it holds. */
+    struct topo_slot topo[TOPO_SLOTS];
+    unsigned topo_next;
+};
+
 struct phx_ft_hb {
     phx_ft_hb_env_t env;
+    phx_ft_hb_shared_t *sh;
     int n, me;
     uint32_t inc;
     uint64_t delta, eta, grace, slack;
-    int *ring, *pos;
+    const int *ring, *pos;      /* sh's */
     int emitter, observer;
     int started, fenced;
     uint64_t hb_deadline, susp_deadline;
+    /* T3 fires on the second tick past the deadline: the runtime reads its
+     * sockets between two ticks, so a heartbeat that arrived while our
+     * thread was late is seen before the emitter is declared. */
+    int confirming;
+    /* Deadline as armed by T2/T3/grace/hint: jitter extensions stop at
+     * susp_nominal + delta, so suspicion never waits past 2 delta of
+     * silence because our own thread ran late. */
+    uint64_t susp_nominal;
+    /* Stall detection: time of the latest call, and the last stall seen. */
+    uint64_t last_call, stall_end, stall_len;
 
-    uint8_t *dead;
-    int *dead_list, ndead, nacked;
+    uint64_t *dead;             /* bitset */
+    int *dead_list, ndead, dead_cap;
+    uint64_t digest;            /* XOR of mix(r) over D: order-free set hash */
 
-    uint32_t *peer_inc;
-    uint8_t *peer_inc_seen;
+    /* Newest incarnation per rank heard from: open addressing, key rank+1
+     * (0: empty), never deleted; a node hears from few ranks. */
+    struct inc_ent { uint32_t key, inc; } *incs;
+    uint32_t incs_cap, incs_len;
 
     uint32_t bseq;
     struct seen seen[SEEN_SLOTS];
     unsigned seen_next;
-    /* Copies of one broadcast arrive up to 2k times; keep its topology. */
-    phx_ft_bcast_t *topo;
-    int topo_origin;
-    uint32_t topo_seq, topo_ndead;
-
-    phx_ft_bcast_hop_t *hops;   /* max fanout of any topology */
+    /* Topology of the broadcast being handled, owned by sh's cache and
+     * valid for the current call only. */
+    const phx_ft_bcast_t *topo;
+    phx_ft_bcast_hop_t *hops;   /* sh's scratch */
     size_t hops_cap;
-    int *tmp;                   /* nranks ints: D of a decoded message */
-    int *own;                   /* nranks ints: D of our own broadcast */
-    uint8_t *buf;               /* encode scratch, BC_FIXED + 4*nranks */
+    int *tmp, *own;             /* sh's scratch */
+    uint8_t *buf;               /* sh's scratch */
     phx_ft_hb_stats_t st;
 };
 
@@ -65,32 +106,36 @@ struct wire {
     unsigned type;
     int sender;
     uint32_t inc;
+    /* HEARTBEAT */
+    uint32_t beat_ndead;
+    uint64_t beat_digest;
+    /* DSET */
+    unsigned flags;
     /* YOU_ARE_DEAD */
     int target;
     uint32_t target_inc;
-    /* BCASTMSG */
+    /* BCASTMSG, DSET */
     int origin, dead;
     uint32_t seq;
     unsigned cube, tree;
     uint32_t ndead;
-    const uint8_t *list;
+    const uint8_t *list;   /* ndead u32, validated ascending */
 };
 
-static uint32_t get32(const uint8_t *p)
+/* splitmix64 finaliser: spreads rank numbers over 64 bits for the digest. */
+static uint64_t mix(uint64_t x)
 {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
 }
 
 unsigned phx_ft_hb_frame_type(unsigned t)
 {
     switch (t) {
     case PHX_FT_HB_HEARTBEAT: case PHX_FT_HB_NEWOBSERVER: case PHX_FT_HB_YOU_ARE_DEAD:
+    case PHX_FT_HB_DSET:
         return PHX_FT_HB_FRAME;
     case PHX_FT_HB_BCASTMSG:
         return PHX_FT_BCAST_FRAME;
@@ -106,75 +151,113 @@ const char *phx_ft_hb_msg_name(unsigned t)
     case PHX_FT_HB_NEWOBSERVER: return "NEWOBSERVER";
     case PHX_FT_HB_BCASTMSG: return "BCASTMSG";
     case PHX_FT_HB_YOU_ARE_DEAD: return "YOU_ARE_DEAD";
+    case PHX_FT_HB_DSET: return "DSET";
     default: return "UNKNOWN";
     }
 }
 
 /* ---- wire ---------------------------------------------------------------- */
 
-static size_t put_hdr(const phx_ft_hb_t *hb, uint8_t *p, unsigned type)
+static void put_hdr(const phx_ft_hb_t *hb, phx_wenc_t *e, unsigned type)
 {
-    p[0] = WIRE_VERSION;
-    p[1] = (uint8_t)type;
-    p[2] = p[3] = 0;
-    put32(p + 4, (uint32_t)hb->me);
-    put32(p + 8, hb->inc);
-    put32(p + 12, (uint32_t)hb->n);
-    return HDR_LEN;
+    phx_wenc_u8(e, WIRE_VERSION);
+    phx_wenc_u8(e, (uint8_t)type);
+    phx_wenc_u16(e, 0);
+    phx_wenc_u32(e, (uint32_t)hb->me);
+    phx_wenc_u32(e, hb->inc);
+    phx_wenc_u32(e, (uint32_t)hb->n);
+}
+
+/* Reads a list of nd ranks: strictly ascending, each < n and != skip.
+ * Returns its start (aliasing the input) or NULL, sticky error set. */
+static const uint8_t *take_list(phx_wdec_t *d, uint32_t nd, uint32_t n, uint32_t skip)
+{
+    if (nd >= n) {
+        d->err = PHX_EPROTO;
+        return NULL;
+    }
+    const uint8_t *l = phx_wdec_take(d, 4 * (size_t)nd);
+    for (uint32_t i = 0; l && i < nd; i++) {
+        uint32_t r = phx_get_le32(l + 4 * i);
+        if (r >= n || r == skip || (i && r <= phx_get_le32(l + 4 * (i - 1)))) {
+            d->err = PHX_EPROTO;
+            return NULL;
+        }
+    }
+    return l;
+}
+
+static int list_has(const uint8_t *l, uint32_t nd, uint32_t r)
+{
+    for (uint32_t i = 0; i < nd; i++)
+        if (phx_get_le32(l + 4 * i) == r)
+            return 1;
+    return 0;
 }
 
 /* Full structural validation; touches no state. */
 static int decode(const phx_ft_hb_t *hb, int src, unsigned type, const uint8_t *p, size_t len,
                   struct wire *w)
 {
-    if (!p || len < HDR_LEN || p[0] != WIRE_VERSION || p[1] != type || p[2] || p[3])
+    if (!p)
         return PHX_EPROTO;
-    if (get32(p + 4) != (uint32_t)src || get32(p + 12) != (uint32_t)hb->n)
-        return PHX_EPROTO;
+    phx_wdec_t d;
+    phx_wdec_init(&d, p, len);
+    unsigned ver = phx_wdec_u8(&d), t = phx_wdec_u8(&d), flags = phx_wdec_u16(&d);
+    uint32_t sender = phx_wdec_u32(&d);
     memset(w, 0, sizeof(*w));
+    w->inc = phx_wdec_u32(&d);
+    uint32_t n = phx_wdec_u32(&d);
+    if (d.err || ver != WIRE_VERSION || t != type || flags || sender != (uint32_t)src ||
+        n != (uint32_t)hb->n)
+        return PHX_EPROTO;
     w->type = type;
     w->sender = src;
-    w->inc = get32(p + 8);
     switch (type) {
     case PHX_FT_HB_HEARTBEAT:
+        w->beat_ndead = phx_wdec_u32(&d);
+        w->beat_digest = phx_wdec_u64(&d);
+        break;
     case PHX_FT_HB_NEWOBSERVER:
-        return len == HDR_LEN ? 0 : PHX_EPROTO;
+        break;
     case PHX_FT_HB_YOU_ARE_DEAD:
-        if (len != YAD_LEN || get32(p + 16) != (uint32_t)hb->me)
+        if (phx_wdec_u32(&d) != (uint32_t)hb->me)
             return PHX_EPROTO;
         w->target = hb->me;
-        w->target_inc = get32(p + 20);
-        return 0;
+        w->target_inc = phx_wdec_u32(&d);
+        break;
     case PHX_FT_HB_BCASTMSG: {
-        if (len < BC_FIXED)
+        uint32_t origin = phx_wdec_u32(&d);
+        w->seq = phx_wdec_u32(&d);
+        uint32_t dead = phx_wdec_u32(&d);
+        w->cube = phx_wdec_u8(&d);
+        w->tree = phx_wdec_u8(&d);
+        unsigned pad = phx_wdec_u16(&d);
+        uint32_t nd = phx_wdec_u32(&d);
+        if (d.err || origin >= n || dead >= n || pad || nd == 0)
             return PHX_EPROTO;
-        uint32_t origin = get32(p + 16), dead = get32(p + 24), nd = get32(p + 32);
-        if (origin >= (uint32_t)hb->n || dead >= (uint32_t)hb->n || p[30] || p[31])
-            return PHX_EPROTO;
-        if (nd == 0 || nd >= (uint32_t)hb->n || len != BC_FIXED + 4 * (size_t)nd)
-            return PHX_EPROTO;
-        const uint8_t *l = p + BC_FIXED;
-        int has_dead = 0;
-        for (uint32_t i = 0; i < nd; i++) {
-            uint32_t r = get32(l + 4 * i);
-            if (r >= (uint32_t)hb->n || r == origin || (i && r <= get32(l + 4 * (i - 1))))
-                return PHX_EPROTO;   /* ascending, unique, origin alive */
-            has_dead |= r == dead;
-        }
-        if (!has_dead)
+        w->list = take_list(&d, nd, n, origin);   /* origin is alive */
+        if (!w->list || !list_has(w->list, nd, dead))
             return PHX_EPROTO;
         w->origin = (int)origin;
-        w->seq = get32(p + 20);
         w->dead = (int)dead;
-        w->cube = p[28];
-        w->tree = p[29];
         w->ndead = nd;
-        w->list = l;
-        return 0;
+        break;
+    }
+    case PHX_FT_HB_DSET: {
+        w->flags = phx_wdec_u8(&d);
+        unsigned pad = phx_wdec_u8(&d), pad2 = phx_wdec_u16(&d);
+        uint32_t nd = phx_wdec_u32(&d);
+        if (d.err || pad || pad2 || (w->flags & ~DSET_REPLY))
+            return PHX_EPROTO;
+        w->list = take_list(&d, nd, n, (uint32_t)src);   /* the sender is alive */
+        w->ndead = nd;
+        break;
     }
     default:
         return PHX_EPROTO;
     }
+    return phx_wdec_end(&d, 1) < 0 ? PHX_EPROTO : 0;
 }
 
 static void send_msg(phx_ft_hb_t *hb, int dst, unsigned type, const uint8_t *buf, size_t len)
@@ -185,25 +268,127 @@ static void send_msg(phx_ft_hb_t *hb, int dst, unsigned type, const uint8_t *buf
 
 static void send_simple(phx_ft_hb_t *hb, int dst, unsigned type)
 {
-    uint8_t b[HDR_LEN];
-    send_msg(hb, dst, type, b, put_hdr(hb, b, type));
+    uint8_t b[BEAT_LEN];
+    phx_wenc_t e;
+    phx_wenc_init(&e, b, sizeof b);
+    put_hdr(hb, &e, type);
+    if (type == PHX_FT_HB_HEARTBEAT) {   /* D's digest: a mismatch starts a DSET exchange */
+        phx_wenc_u32(&e, (uint32_t)hb->ndead);
+        phx_wenc_u64(&e, hb->digest);
+    }
+    send_msg(hb, dst, type, b, (size_t)phx_wenc_end(&e));
 }
 
 static void send_you_are_dead(phx_ft_hb_t *hb, int dst)
 {
     uint8_t b[YAD_LEN];
-    put_hdr(hb, b, PHX_FT_HB_YOU_ARE_DEAD);
-    put32(b + 16, (uint32_t)dst);
-    put32(b + 20, hb->peer_inc[dst]);
-    send_msg(hb, dst, PHX_FT_HB_YOU_ARE_DEAD, b, YAD_LEN);
+    phx_wenc_t e;
+    phx_wenc_init(&e, b, sizeof b);
+    put_hdr(hb, &e, PHX_FT_HB_YOU_ARE_DEAD);
+    phx_wenc_u32(&e, (uint32_t)dst);
+    phx_wenc_u32(&e, phx_ft_hb_incarnation(hb, dst));
+    send_msg(hb, dst, PHX_FT_HB_YOU_ARE_DEAD, b, (size_t)phx_wenc_end(&e));
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
+int phx_ft_hb_shared_create(int n, const int *ring, phx_ft_hb_shared_t **out)
+{
+    if (!out || n < 1 || n > (1 << 24))
+        return PHX_EINVAL;
+    phx_ft_hb_shared_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return PHX_ENOMEM;
+    s->refs = 1;
+    s->n = n;
+    s->ring = malloc(sizeof(int) * (size_t)n);
+    s->pos = malloc(sizeof(int) * (size_t)n);
+    s->tmp = malloc(sizeof(int) * (size_t)n);
+    s->own = malloc(sizeof(int) * (size_t)n);
+    s->buf = malloc(BC_FIXED + 4 * (size_t)n);
+    s->hops_cap = 2 * 32;
+    s->hops = malloc(sizeof(*s->hops) * s->hops_cap);
+    if (!s->ring || !s->pos || !s->tmp || !s->own || !s->buf || !s->hops) {
+        phx_ft_hb_shared_release(s);
+        return PHX_ENOMEM;
+    }
+    for (int i = 0; i < n; i++)
+        s->ring[i] = ring ? ring[i] : i;
+    if (phx_ft_ring_invert(n, s->ring, s->pos) < 0) {
+        phx_ft_hb_shared_release(s);
+        return PHX_EINVAL;
+    }
+    *out = s;
+    return 0;
+}
+
+void phx_ft_hb_shared_release(phx_ft_hb_shared_t *s)
+{
+    if (!s || --s->refs > 0)
+        return;
+    for (int i = 0; i < TOPO_SLOTS; i++) {
+        phx_ft_bcast_destroy(s->topo[i].b);
+        free(s->topo[i].dl);
+    }
+    free(s->ring);
+    free(s->pos);
+    free(s->tmp);
+    free(s->own);
+    free(s->buf);
+    free(s->hops);
+    free(s);
+}
+
+static uint32_t inc_slot(const phx_ft_hb_t *hb, int r)
+{
+    uint32_t mask = hb->incs_cap - 1, i = ((uint32_t)r * 0x9E3779B1u) & mask;
+    while (hb->incs[i].key && hb->incs[i].key != (uint32_t)r + 1)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* Sets r's newest incarnation; PHX_ENOMEM leaves the table unchanged. */
+static int inc_put(phx_ft_hb_t *hb, int r, uint32_t inc)
+{
+    uint32_t i = inc_slot(hb, r);
+    if (!hb->incs[i].key && 2 * (hb->incs_len + 1) > hb->incs_cap) {
+        struct inc_ent *old = hb->incs;
+        uint32_t ocap = hb->incs_cap;
+        struct inc_ent *t = calloc(2 * (size_t)ocap, sizeof(*t));
+        if (!t)
+            return PHX_ENOMEM;
+        hb->incs = t;
+        hb->incs_cap = 2 * ocap;
+        for (uint32_t j = 0; j < ocap; j++)
+            if (old[j].key)
+                hb->incs[inc_slot(hb, (int)old[j].key - 1)] = old[j];
+        free(old);
+        i = inc_slot(hb, r);
+    }
+    if (!hb->incs[i].key)
+        hb->incs_len++;
+    hb->incs[i] = (struct inc_ent){ (uint32_t)r + 1, inc };
+    return 0;
+}
+
+/* 1 and *inc if r was heard from. */
+static int inc_get(const phx_ft_hb_t *hb, int r, uint32_t *inc)
+{
+    const struct inc_ent *e = &hb->incs[inc_slot(hb, r)];
+    *inc = e->inc;
+    return e->key != 0;
+}
+
+static int is_dead(const phx_ft_hb_t *hb, int r)
+{
+    return (hb->dead[r >> 6] >> (r & 63)) & 1;
+}
+
 int phx_ft_hb_create(const phx_ft_hb_cfg_t *cfg, const phx_ft_hb_env_t *env, phx_ft_hb_t **out)
 {
     if (!cfg || !env || !env->send || !out || cfg->nranks < 1 || cfg->nranks > (1 << 24) ||
-        cfg->rank < 0 || cfg->rank >= cfg->nranks || cfg->delta_ns == 0)
+        cfg->rank < 0 || cfg->rank >= cfg->nranks || cfg->delta_ns == 0 ||
+        (cfg->shared && cfg->shared->n != cfg->nranks))
         return PHX_EINVAL;
     phx_ft_hb_t *hb = calloc(1, sizeof(*hb));
     if (!hb)
@@ -216,38 +401,37 @@ int phx_ft_hb_create(const phx_ft_hb_cfg_t *cfg, const phx_ft_hb_env_t *env, phx
     hb->delta = cfg->delta_ns;
     hb->eta = cfg->eta_ns ? cfg->eta_ns : (cfg->delta_ns / 10 ? cfg->delta_ns / 10 : 1);
     hb->grace = cfg->hint_grace_ns ? cfg->hint_grace_ns : cfg->delta_ns / 2;
-    hb->slack = cfg->stall_slack_ns ? cfg->stall_slack_ns : hb->eta;
-    hb->ring = malloc(sizeof(int) * (size_t)n);
-    hb->pos = malloc(sizeof(int) * (size_t)n);
-    hb->dead = calloc((size_t)n, 1);
-    hb->dead_list = malloc(sizeof(int) * (size_t)n);
-    hb->peer_inc = calloc((size_t)n, sizeof(uint32_t));
-    hb->peer_inc_seen = calloc((size_t)n, 1);
-    hb->tmp = malloc(sizeof(int) * (size_t)n);
-    hb->own = malloc(sizeof(int) * (size_t)n);
-    hb->buf = malloc(BC_FIXED + 4 * (size_t)n);
-    hb->hops_cap = 2 * 32;
-    hb->hops = malloc(sizeof(*hb->hops) * hb->hops_cap);
-    if (!hb->ring || !hb->pos || !hb->dead || !hb->dead_list || !hb->peer_inc ||
-        !hb->peer_inc_seen || !hb->tmp || !hb->own || !hb->buf || !hb->hops) {
+    hb->slack = cfg->stall_slack_ns ? cfg->stall_slack_ns : hb->delta / 2;
+    if (cfg->shared) {
+        hb->sh = cfg->shared;
+        hb->sh->refs++;
+    } else {
+        int rc = phx_ft_hb_shared_create(n, cfg->ring, &hb->sh);
+        if (rc < 0) {
+            free(hb);
+            return rc;
+        }
+    }
+    hb->ring = hb->sh->ring;
+    hb->pos = hb->sh->pos;
+    hb->tmp = hb->sh->tmp;
+    hb->own = hb->sh->own;
+    hb->buf = hb->sh->buf;
+    hb->hops = hb->sh->hops;
+    hb->hops_cap = hb->sh->hops_cap;
+    hb->dead = calloc(((size_t)n + 63) / 64, sizeof(uint64_t));
+    hb->incs_cap = 16;
+    hb->incs = calloc(hb->incs_cap, sizeof(*hb->incs));
+    if (!hb->dead || !hb->incs || inc_put(hb, hb->me, hb->inc) < 0) {
         phx_ft_hb_destroy(hb);
         return PHX_ENOMEM;
-    }
-    for (int i = 0; i < n; i++)
-        hb->ring[i] = cfg->ring ? cfg->ring[i] : i;
-    if (phx_ft_ring_invert(n, hb->ring, hb->pos) < 0) {
-        phx_ft_hb_destroy(hb);
-        return PHX_EINVAL;
     }
     int p = hb->pos[hb->me];
     hb->emitter = hb->ring[(p - 1 + n) % n];
     hb->observer = hb->ring[(p + 1) % n];
     hb->hb_deadline = hb->susp_deadline = NO_DEADLINE;
-    hb->peer_inc[hb->me] = hb->inc;
-    hb->peer_inc_seen[hb->me] = 1;
     for (int i = 0; i < SEEN_SLOTS; i++)
         hb->seen[i].origin = -1;
-    hb->topo_origin = -1;
     *out = hb;
     return 0;
 }
@@ -256,17 +440,10 @@ void phx_ft_hb_destroy(phx_ft_hb_t *hb)
 {
     if (!hb)
         return;
-    phx_ft_bcast_destroy(hb->topo);
-    free(hb->ring);
-    free(hb->pos);
+    phx_ft_hb_shared_release(hb->sh);
     free(hb->dead);
     free(hb->dead_list);
-    free(hb->peer_inc);
-    free(hb->peer_inc_seen);
-    free(hb->tmp);
-    free(hb->own);
-    free(hb->buf);
-    free(hb->hops);
+    free(hb->incs);
     free(hb);
 }
 
@@ -280,7 +457,8 @@ int phx_ft_hb_start(phx_ft_hb_t *hb, uint64_t now)
     if (hb->observer != hb->me)
         hb->hb_deadline = now;
     if (hb->emitter != hb->me)
-        hb->susp_deadline = now + 2 * hb->delta;
+        hb->susp_deadline = hb->susp_nominal = now + 2 * hb->delta;
+    hb->last_call = now;
     return 0;
 }
 
@@ -297,12 +475,31 @@ static void fence(phx_ft_hb_t *hb, const char *why, int by)
         hb->env.on_fenced(hb->env.ctx);
 }
 
+static void arm_susp(phx_ft_hb_t *hb, uint64_t t)
+{
+    hb->susp_deadline = hb->susp_nominal = t;
+    hb->confirming = 0;
+}
+
 static void add_dead(phx_ft_hb_t *hb, int r, uint64_t now)
 {
-    if (hb->dead[r] || r == hb->me)
+    if (is_dead(hb, r) || r == hb->me)
         return;
-    hb->dead[r] = 1;
+    if (hb->ndead == hb->dead_cap) {
+        int cap = hb->dead_cap ? 2 * hb->dead_cap : 16;
+        int *l = realloc(hb->dead_list, sizeof(int) * (size_t)cap);
+        if (!l) {
+            /* D may not lose a member nor the callers a way to say so: a
+             * detector that forgets a death is worse than none. */
+            PHX_ERROR("ft.hb", "out of memory recording rank %d dead", r);
+            abort();
+        }
+        hb->dead_list = l;
+        hb->dead_cap = cap;
+    }
+    hb->dead[r >> 6] |= 1ull << (r & 63);
     hb->dead_list[hb->ndead++] = r;
+    hb->digest ^= mix((uint64_t)r);
     PHX_INFO("ft.hb", "rank %d dead (%d known)", r, hb->ndead);
     if (hb->env.on_dead)
         hb->env.on_dead(hb->env.ctx, r, now);
@@ -316,7 +513,7 @@ static int find_emitter(const phx_ft_hb_t *hb)
     int p = hb->pos[hb->me];
     for (int i = 1; i < hb->n; i++) {
         int r = hb->ring[(p - i + hb->n) % hb->n];
-        if (!hb->dead[r])
+        if (!is_dead(hb, r))
             return r;
     }
     return hb->me;
@@ -327,7 +524,7 @@ static int find_observer(const phx_ft_hb_t *hb)
     int p = hb->pos[hb->me];
     for (int i = 1; i < hb->n; i++) {
         int r = hb->ring[(p + i) % hb->n];
-        if (!hb->dead[r])
+        if (!is_dead(hb, r))
             return r;
     }
     return hb->me;
@@ -339,17 +536,17 @@ static int find_observer(const phx_ft_hb_t *hb)
  * also repairs the ring when we learn of the death before NEWOBSERVER). */
 static void repair(phx_ft_hb_t *hb, uint64_t now)
 {
-    if (hb->dead[hb->emitter]) {
+    if (is_dead(hb, hb->emitter)) {
         hb->emitter = find_emitter(hb);
         if (hb->emitter == hb->me) {
-            hb->susp_deadline = NO_DEADLINE;
+            arm_susp(hb, NO_DEADLINE);
         } else {
             send_simple(hb, hb->emitter, PHX_FT_HB_NEWOBSERVER);
             if (hb->started)
-                hb->susp_deadline = now + 2 * hb->delta;
+                arm_susp(hb, now + 2 * hb->delta);
         }
     }
-    if (hb->dead[hb->observer]) {
+    if (is_dead(hb, hb->observer)) {
         hb->observer = find_observer(hb);
         if (hb->observer == hb->me) {
             hb->hb_deadline = NO_DEADLINE;
@@ -360,19 +557,34 @@ static void repair(phx_ft_hb_t *hb, uint64_t now)
     }
 }
 
-static int topo_for(phx_ft_hb_t *hb, int origin, uint32_t seq, uint32_t ndead, const int *dl)
+/* Points hb->topo at the topology of (origin, dl[0..ndead) sorted), from the
+ * shared cache or built into it. */
+static int topo_for(phx_ft_hb_t *hb, int origin, uint32_t ndead, const int *dl)
 {
-    if (hb->topo && hb->topo_origin == origin && hb->topo_seq == seq && hb->topo_ndead == ndead)
-        return 0;
-    phx_ft_bcast_t *t;
-    int rc = phx_ft_bcast_create(hb->n, origin, dl, ndead, &t);
+    phx_ft_hb_shared_t *sh = hb->sh;
+    for (int i = 0; i < TOPO_SLOTS; i++) {
+        struct topo_slot *t = &sh->topo[i];
+        if (t->b && t->origin == origin && t->ndead == ndead &&
+            (!ndead || !memcmp(t->dl, dl, sizeof(int) * ndead))) {
+            hb->topo = t->b;
+            return 0;
+        }
+    }
+    phx_ft_bcast_t *b;
+    int rc = phx_ft_bcast_create(hb->n, origin, dl, ndead, &b);
     if (rc < 0)
         return rc;
-    phx_ft_bcast_destroy(hb->topo);
-    hb->topo = t;
-    hb->topo_origin = origin;
-    hb->topo_seq = seq;
-    hb->topo_ndead = ndead;
+    int *copy = malloc(sizeof(int) * (ndead ? ndead : 1));
+    if (!copy) {
+        phx_ft_bcast_destroy(b);
+        return PHX_ENOMEM;
+    }
+    memcpy(copy, dl, sizeof(int) * ndead);
+    struct topo_slot *t = &sh->topo[sh->topo_next++ % TOPO_SLOTS];
+    phx_ft_bcast_destroy(t->b);
+    free(t->dl);
+    *t = (struct topo_slot){ b, origin, ndead, copy };
+    hb->topo = b;
     return 0;
 }
 
@@ -391,22 +603,24 @@ static struct seen *seen_add(phx_ft_hb_t *hb, int origin, uint32_t seq)
     return s;
 }
 
-/* Writes BCASTMSG into hb->buf with D = dl[0..nd); returns its length. */
+/* Writes BCASTMSG into hb->buf with D = dl[0..nd); returns its length.
+ * hb->buf holds BC_FIXED + 4 * nranks: any BCASTMSG or DSET. */
 static size_t encode_bcast(phx_ft_hb_t *hb, int origin, uint32_t seq, int dead, unsigned cube,
                            unsigned tree, const int *dl, uint32_t nd)
 {
-    uint8_t *p = hb->buf;
-    put_hdr(hb, p, PHX_FT_HB_BCASTMSG);
-    put32(p + 16, (uint32_t)origin);
-    put32(p + 20, seq);
-    put32(p + 24, (uint32_t)dead);
-    p[28] = (uint8_t)cube;
-    p[29] = (uint8_t)tree;
-    p[30] = p[31] = 0;
-    put32(p + 32, nd);
+    phx_wenc_t e;
+    phx_wenc_init(&e, hb->buf, BC_FIXED + 4 * (size_t)hb->n);
+    put_hdr(hb, &e, PHX_FT_HB_BCASTMSG);
+    phx_wenc_u32(&e, (uint32_t)origin);
+    phx_wenc_u32(&e, seq);
+    phx_wenc_u32(&e, (uint32_t)dead);
+    phx_wenc_u8(&e, (uint8_t)cube);
+    phx_wenc_u8(&e, (uint8_t)tree);
+    phx_wenc_u16(&e, 0);
+    phx_wenc_u32(&e, nd);
     for (uint32_t i = 0; i < nd; i++)
-        put32(p + BC_FIXED + 4 * i, (uint32_t)dl[i]);
-    return BC_FIXED + 4 * (size_t)nd;
+        phx_wenc_u32(&e, (uint32_t)dl[i]);
+    return (size_t)phx_wenc_end(&e);
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -422,7 +636,7 @@ static void send_hops(phx_ft_hb_t *hb, int nh, int origin, uint32_t seq, int dea
         const phx_ft_bcast_hop_t *h = &hb->hops[i];
         /* A rank we know dead can neither relay nor needs the news; skipping
          * it is the same as sending into a crashed peer. */
-        if (hb->dead[h->dst])
+        if (is_dead(hb, h->dst))
             continue;
         size_t len = encode_bcast(hb, origin, seq, dead, h->cube, h->tree, dl, nd);
         send_msg(hb, h->dst, PHX_FT_HB_BCASTMSG, hb->buf, len);
@@ -436,7 +650,7 @@ static void start_bcast(phx_ft_hb_t *hb, int dead)
     memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
     qsort(hb->own, nd, sizeof(int), cmp_int);
     uint32_t seq = ++hb->bseq;
-    int rc = topo_for(hb, hb->me, seq, nd, hb->own);
+    int rc = topo_for(hb, hb->me, nd, hb->own);
     if (rc < 0) {
         /* Only ENOMEM gets here. D is already updated locally but the others
          * will not hear of this death from us: say it loudly. */
@@ -466,31 +680,72 @@ uint64_t phx_ft_hb_next_deadline(const phx_ft_hb_t *hb)
     return hb->hb_deadline < hb->susp_deadline ? hb->hb_deadline : hb->susp_deadline;
 }
 
+/* Every entry point starts here; gap = time since the previous call.
+ * A gap past the stall slack (default delta/2), while a deadline was
+ * pending, means this process was not running (SIGSTOP, swap, VM pause):
+ * the emitter's heartbeats may sit unread and its silence is no evidence,
+ * so it gets a fresh delta. The heartbeat we send next reaches our
+ * observer, which answers YOU_ARE_DEAD if it declared us meanwhile.
+ * A shorter gap past 2 eta is a late thread on a loaded box, where the
+ * emitter's thread is likely late too: the deadline may move to now +
+ * delta, but never past its nominal value + delta. Suspicion thus comes
+ * after delta of silence, and by 2 delta whatever the scheduling. */
+static void note_call(phx_ft_hb_t *hb, uint64_t now)
+{
+    if (hb->started && hb->last_call && phx_ft_hb_next_deadline(hb) != NO_DEADLINE) {
+        uint64_t gap = now > hb->last_call ? now - hb->last_call : 0;
+        uint64_t to = now + hb->delta;
+        if (gap > hb->slack) {
+            hb->st.stalls++;
+            hb->stall_end = now;
+            hb->stall_len = gap;
+            PHX_WARN("ft.hb", "not running for %llu ms: stall, emitter gets a fresh delta",
+                     (unsigned long long)(gap / 1000000));
+        } else if (gap > 2 * hb->eta) {
+            hb->st.late++;
+            if (to > hb->susp_nominal + hb->delta)
+                to = hb->susp_nominal + hb->delta;
+        } else {
+            to = 0;
+        }
+        if (hb->susp_deadline != NO_DEADLINE && hb->susp_deadline < to) {
+            hb->susp_deadline = to;
+            hb->confirming = 0;
+        }
+    }
+    if (now > hb->last_call)
+        hb->last_call = now;
+}
+
 int phx_ft_hb_tick(phx_ft_hb_t *hb, uint64_t now)
 {
     if (hb->fenced)
         return PHX_EFENCED;
-    uint64_t d0 = phx_ft_hb_next_deadline(hb);
-    if (d0 == NO_DEADLINE || now < d0)
+    note_call(hb, now);
+    if (!hb->started)
         return 0;
-    if (now - d0 > hb->slack && hb->susp_deadline != NO_DEADLINE) {
-        /* We were not running: the emitter's heartbeats may sit unread in
-         * our socket, and our own silence may have got us declared dead.
-         * Give the emitter a fresh delta; the heartbeat below reaches our
-         * observer, which answers YOU_ARE_DEAD if we were declared. */
-        hb->st.stalls++;
-        if (hb->susp_deadline < now + hb->delta)
-            hb->susp_deadline = now + hb->delta;
-        PHX_WARN("ft.hb", "timer ran %llu ns late: stall, suspicion re-armed",
-                 (unsigned long long)(now - d0));
-    }
     if (hb->hb_deadline <= now) {                       /* T1 */
         send_simple(hb, hb->observer, PHX_FT_HB_HEARTBEAT);
         hb->hb_deadline = now + hb->eta;
     }
-    if (hb->susp_deadline <= now)                       /* T3 */
-        declare(hb, hb->emitter, now);
+    if (hb->susp_deadline <= now) {                     /* T3 */
+        if (!hb->confirming) {
+            /* Declare on the next tick, after the runtime has read what
+             * arrived while we were late; a heartbeat re-arms instead. */
+            hb->confirming = 1;
+            hb->susp_deadline = now + 1;
+        } else {
+            declare(hb, hb->emitter, now);
+        }
+    }
     return 0;
+}
+
+int phx_ft_hb_in_doubt(const phx_ft_hb_t *hb, uint64_t now)
+{
+    uint64_t could = hb->delta > 2 * hb->eta ? hb->delta - 2 * hb->eta : 0;
+    return hb->stall_end && hb->stall_len >= could && now >= hb->stall_end &&
+           now - hb->stall_end <= 2 * hb->delta;
 }
 
 /* Validation of a BCASTMSG beyond its syntax: fills hb->tmp with its D and
@@ -500,18 +755,52 @@ int phx_ft_hb_tick(phx_ft_hb_t *hb, uint64_t now)
 static int bcast_check(phx_ft_hb_t *hb, const struct wire *w, int *me_dead)
 {
     for (uint32_t i = 0; i < w->ndead; i++)
-        hb->tmp[i] = (int)get32(w->list + 4 * i);
+        hb->tmp[i] = (int)phx_get_le32(w->list + 4 * i);
     *me_dead = bsearch(&hb->me, hb->tmp, w->ndead, sizeof(int), cmp_int) != NULL;
     if (*me_dead)
         return 0;
     if (w->origin == hb->me)
         return PHX_EPROTO;   /* our own broadcasts never come back */
-    int rc = topo_for(hb, w->origin, w->seq, w->ndead, hb->tmp);
+    int rc = topo_for(hb, w->origin, w->ndead, hb->tmp);
     if (rc < 0)
         return rc == PHX_EINVAL ? PHX_EPROTO : rc;
     if (phx_ft_bcast_forward(hb->topo, hb->me, w->cube, w->tree, NULL, 0) < 0)
         return PHX_EPROTO;   /* not a relay of that copy: forged or corrupt */
     return 0;
+}
+
+/* Our whole D, sorted, to dst: the repair path past the broadcast's
+ * tolerance. Heartbeats carry D's digest; a mismatch makes the receiver
+ * send its D with DSET_REPLY, and the sender answers with the union if it
+ * knew more. So every live ring edge equalises its two ends, and the union
+ * spreads around the live ring whatever number of broadcast copies died. */
+static void send_dset(phx_ft_hb_t *hb, int dst, unsigned flags)
+{
+    uint32_t nd = (uint32_t)hb->ndead;
+    memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
+    qsort(hb->own, nd, sizeof(int), cmp_int);
+    phx_wenc_t e;
+    phx_wenc_init(&e, hb->buf, BC_FIXED + 4 * (size_t)hb->n);
+    put_hdr(hb, &e, PHX_FT_HB_DSET);
+    phx_wenc_u8(&e, (uint8_t)flags);
+    phx_wenc_u8(&e, 0);
+    phx_wenc_u16(&e, 0);
+    phx_wenc_u32(&e, nd);
+    for (uint32_t i = 0; i < nd; i++)
+        phx_wenc_u32(&e, (uint32_t)hb->own[i]);
+    send_msg(hb, dst, PHX_FT_HB_DSET, hb->buf, (size_t)phx_wenc_end(&e));
+}
+
+/* Merges a D list from the wire (validated); 1 if ours grew. */
+static int merge_list(phx_ft_hb_t *hb, const uint8_t *l, uint32_t nd, uint64_t now)
+{
+    int before = hb->ndead;
+    for (uint32_t i = 0; i < nd; i++)
+        add_dead(hb, (int)phx_get_le32(l + 4 * i), now);
+    if (hb->ndead == before)
+        return 0;
+    repair(hb, now);
+    return 1;
 }
 
 /* T5 on a checked message; hb->tmp and hb->topo are still those of w. */
@@ -530,10 +819,8 @@ static int on_bcast(phx_ft_hb_t *hb, const struct wire *w, uint64_t now)
      * entry was decided by some observer) and lets a node that missed an
      * earlier broadcast of a cascade catch up. */
     int before = hb->ndead;
-    add_dead(hb, w->dead, now);
-    for (uint32_t i = 0; i < w->ndead; i++)
-        add_dead(hb, hb->tmp[i], now);
-    if (hb->ndead != before)
+    add_dead(hb, w->dead, now);   /* first: it is the news of this broadcast */
+    if (!merge_list(hb, w->list, w->ndead, now) && hb->ndead != before)
         repair(hb, now);
     int nh = phx_ft_bcast_forward(hb->topo, hb->me, w->cube, w->tree, hb->hops, hb->hops_cap);
     send_hops(hb, nh, w->origin, w->seq, w->dead, hb->tmp, w->ndead);
@@ -547,6 +834,7 @@ int phx_ft_hb_on_msg(phx_ft_hb_t *hb, int src, unsigned type, const void *buf, s
         return PHX_EFENCED;
     if (src < 0 || src >= hb->n || src == hb->me || type == 0 || type >= PHX_FT_HB_NTYPES)
         return PHX_EPROTO;
+    note_call(hb, now);
     struct wire w;
     int rc = decode(hb, src, type, buf, len, &w);
     int me_dead = 0;
@@ -556,19 +844,21 @@ int phx_ft_hb_on_msg(phx_ft_hb_t *hb, int src, unsigned type, const void *buf, s
         return rc;
     /* Valid from here on. */
     hb->st.recv[type]++;
-    if (hb->peer_inc_seen[src] && w.inc < hb->peer_inc[src]) {
+    uint32_t known;
+    int seen = inc_get(hb, src, &known);
+    if (seen && w.inc < known) {
         hb->st.stale_inc++;
         return 0;
     }
-    int reborn = hb->peer_inc_seen[src] && w.inc > hb->peer_inc[src];
-    hb->peer_inc[src] = w.inc;
-    hb->peer_inc_seen[src] = 1;
-    if (reborn && !hb->dead[src]) {
+    int reborn = seen && w.inc > known;
+    if ((!seen || reborn) && (rc = inc_put(hb, src, w.inc)) < 0)
+        return rc;
+    if (reborn && !is_dead(hb, src)) {
         /* A new incarnation proves the old process is gone; D is per rank,
          * so the rank is dead and the newcomer is told so below. */
         declare(hb, src, now);
     }
-    if (hb->dead[src]) {
+    if (is_dead(hb, src)) {
         if (type != PHX_FT_HB_YOU_ARE_DEAD)   /* never argue with the dead */
             send_you_are_dead(hb, src);
         return 0;
@@ -576,9 +866,21 @@ int phx_ft_hb_on_msg(phx_ft_hb_t *hb, int src, unsigned type, const void *buf, s
     switch (type) {
     case PHX_FT_HB_HEARTBEAT:                                   /* T2 */
         if (src == hb->emitter && hb->started)
-            hb->susp_deadline = now + hb->delta;
+            arm_susp(hb, now + hb->delta);
         else if (src != hb->emitter)
             hb->st.stray_hb++;
+        if (w.beat_ndead != (uint32_t)hb->ndead || w.beat_digest != hb->digest)
+            send_dset(hb, src, DSET_REPLY);
+        return 0;
+    case PHX_FT_HB_DSET:
+        if (list_has(w.list, w.ndead, (uint32_t)hb->me)) {
+            fence(hb, "in the dead set sent by", src);
+            return PHX_EFENCED;
+        }
+        if (merge_list(hb, w.list, w.ndead, now))
+            hb->st.dset_merged++;
+        if ((w.flags & DSET_REPLY) && (uint32_t)hb->ndead > w.ndead)
+            send_dset(hb, src, 0);
         return 0;
     case PHX_FT_HB_NEWOBSERVER:                                 /* T4 */
         hb->observer = src;
@@ -600,26 +902,37 @@ int phx_ft_hb_on_msg(phx_ft_hb_t *hb, int src, unsigned type, const void *buf, s
     return PHX_EPROTO;
 }
 
-int phx_ft_hb_suspect(phx_ft_hb_t *hb, int rank, uint64_t now)
+static int suspect_within(phx_ft_hb_t *hb, int rank, uint64_t now, uint64_t grace)
 {
     if (hb->fenced)
         return PHX_EFENCED;
     if (rank < 0 || rank >= hb->n)
         return PHX_EINVAL;
+    note_call(hb, now);
     if (rank != hb->emitter || rank == hb->me || !hb->started)
         return 0;
-    if (hb->susp_deadline <= now + hb->grace)
+    if (hb->susp_deadline <= now + grace)
         return 0;
-    hb->susp_deadline = now + hb->grace;
+    arm_susp(hb, now + grace);
     hb->st.hints++;
     return 1;
+}
+
+int phx_ft_hb_suspect(phx_ft_hb_t *hb, int rank, uint64_t now)
+{
+    return suspect_within(hb, rank, now, hb->grace);
+}
+
+int phx_ft_hb_suspect_gone(phx_ft_hb_t *hb, int rank, uint64_t now)
+{
+    return suspect_within(hb, rank, now, 0);
 }
 
 /* ---- queries -------------------------------------------------------------- */
 
 int phx_ft_hb_is_dead(const phx_ft_hb_t *hb, int r)
 {
-    return r >= 0 && r < hb->n && hb->dead[r];
+    return r >= 0 && r < hb->n && is_dead(hb, r);
 }
 
 int phx_ft_hb_dead_count(const phx_ft_hb_t *hb) { return hb->ndead; }
@@ -631,34 +944,22 @@ int phx_ft_hb_dead_list(const phx_ft_hb_t *hb, int *out, size_t cap)
     return hb->ndead;
 }
 
-void phx_ft_hb_ack(phx_ft_hb_t *hb) { hb->nacked = hb->ndead; }
-int phx_ft_hb_acked_count(const phx_ft_hb_t *hb) { return hb->nacked; }
-int phx_ft_hb_new_count(const phx_ft_hb_t *hb) { return hb->ndead - hb->nacked; }
-
-int phx_ft_hb_is_acked(const phx_ft_hb_t *hb, int r)
-{
-    if (!phx_ft_hb_is_dead(hb, r))
-        return 0;
-    for (int i = 0; i < hb->nacked; i++)
-        if (hb->dead_list[i] == r)
-            return 1;
-    return 0;
-}
-
 int phx_ft_hb_emitter(const phx_ft_hb_t *hb) { return hb->emitter; }
 int phx_ft_hb_observer(const phx_ft_hb_t *hb) { return hb->observer; }
 int phx_ft_hb_is_fenced(const phx_ft_hb_t *hb) { return hb->fenced; }
 
 uint32_t phx_ft_hb_incarnation(const phx_ft_hb_t *hb, int r)
 {
-    return r >= 0 && r < hb->n ? hb->peer_inc[r] : 0;
+    uint32_t inc;
+    return r >= 0 && r < hb->n && inc_get(hb, r, &inc) ? inc : 0;
 }
 
 int phx_ft_hb_accept(const phx_ft_hb_t *hb, int r, uint32_t inc)
 {
-    if (r < 0 || r >= hb->n || hb->dead[r])
+    if (r < 0 || r >= hb->n || is_dead(hb, r))
         return 0;
-    return !hb->peer_inc_seen[r] || inc >= hb->peer_inc[r];
+    uint32_t known;
+    return !inc_get(hb, r, &known) || inc >= known;
 }
 
 void phx_ft_hb_get_stats(const phx_ft_hb_t *hb, phx_ft_hb_stats_t *out) { *out = hb->st; }

@@ -2,7 +2,8 @@
  * with failure propagation by the reliable hypercube broadcast (bcast.h).
  *
  * Pure state machine: no sockets, threads or clock reads; after create it
- * allocates only one topology per new broadcast. Time is the caller's
+ * allocates only one topology per new broadcast, and grows its dead list
+ * and incarnation table as they fill. Time is the caller's
  * monotonic now_ns. One instance per node, owned by the runtime's
  * communication thread; no call is thread-safe. Callbacks may use the const
  * getters (state may be mid-update) but must not call anything else here.
@@ -18,7 +19,10 @@
  *
  * Failure semantics. D (the dead set) only grows, per rank: a rank in D
  * stays dead in this group whatever incarnation it comes back with. Every
- * node learns a failure exactly once (on_dead). A node that finds itself in
+ * node learns a failure exactly once (on_dead). Survivors converge on the
+ * same D for any number of failures: the broadcast is the fast path (up to
+ * floor(log2 n) - 1 failures during one broadcast), and heartbeats carry a
+ * digest of D whose mismatch makes ring neighbours exchange D (DSET). A node that finds itself in
  * another node's D is fenced: on_fenced fires once and the instance goes
  * inert (every later call returns PHX_EFENCED); the runtime must stop
  * acting as a member. */
@@ -37,6 +41,7 @@ enum phx_ft_hb_msg {
     PHX_FT_HB_NEWOBSERVER = 2,   /* observer -> its new emitter after T3 */
     PHX_FT_HB_BCASTMSG    = 3,   /* failure notice, hypercube broadcast */
     PHX_FT_HB_YOU_ARE_DEAD = 4,  /* reply to any HB message from a rank in D */
+    PHX_FT_HB_DSET        = 5,   /* whole D, after a heartbeat's digest mismatch */
     PHX_FT_HB_NTYPES
 };
 
@@ -59,6 +64,20 @@ typedef struct phx_ft_hb_env {
     void (*on_fenced)(void *ctx);
 } phx_ft_hb_env_t;
 
+/* What every instance of one group shares, read-only for the protocol: the
+ * ring and its inverse, the encode/decode scratch and a cache of broadcast
+ * topologies (a pure function of (nranks, origin, D), so sharing one changes
+ * no behaviour). It keeps per-instance state at O(n/8 + |D|) bytes, and a
+ * topology is built once per broadcast, not once per relay. Refcounted:
+ * each instance holds a reference. Instances sharing one must be driven by
+ * one thread (the scratch is reused by every call). */
+typedef struct phx_ft_hb_shared phx_ft_hb_shared_t;
+
+/* ring as in phx_ft_hb_cfg_t (copied; NULL: identity). Returns with one
+ * reference held by the caller. PHX_EINVAL (not a permutation), PHX_ENOMEM. */
+int phx_ft_hb_shared_create(int nranks, const int *ring, phx_ft_hb_shared_t **out);
+void phx_ft_hb_shared_release(phx_ft_hb_shared_t *s);   /* NULL ok */
+
 typedef struct phx_ft_hb_cfg {
     int nranks;
     int rank;
@@ -66,15 +85,20 @@ typedef struct phx_ft_hb_cfg {
     /* Ring order (position -> rank), identical on every node; copied.
      * NULL means 0, 1, ..., nranks-1. Build it with phx_ft_ring_build. */
     const int *ring;
+    /* Optional: shared ring, scratch and topology cache (nranks must
+     * match; ring is then ignored). NULL: the instance builds its own. */
+    phx_ft_hb_shared_t *shared;
     uint64_t delta_ns;      /* suspicion timeout delta, > 0 */
     uint64_t eta_ns;        /* heartbeat period; 0: delta/10 */
     /* Emitter silence tolerated after a suspect() hint; 0: delta/2. Must
      * exceed eta + link delay, or a hint on a live emitter whose connection
      * was re-established becomes a false suspicion. */
     uint64_t hint_grace_ns;
-    /* A tick later than this past its deadline means this process was not
-     * running (SIGSTOP, swap, VM pause): its own silence timer is then
-     * re-armed instead of firing. 0: eta. */
+    /* A gap longer than this between two calls (while a deadline was
+     * pending) means this process was not running (SIGSTOP, swap, VM
+     * pause): the emitter then gets a fresh delta. A gap past 2 eta but
+     * below this is a late thread: the emitter's deadline may move by up
+     * to delta past its nominal value, no further. 0: delta/2. */
     uint64_t stall_slack_ns;
 } phx_ft_hb_cfg_t;
 
@@ -86,7 +110,9 @@ typedef struct phx_ft_hb_stats {
     uint64_t bcast_dup;       /* copies suppressed by (origin, seq, cube, tree) */
     uint64_t stray_hb;        /* heartbeats from a live non-emitter */
     uint64_t stale_inc;       /* messages from an old incarnation, dropped */
-    uint64_t stalls;          /* late ticks that re-armed the silence timer */
+    uint64_t stalls;          /* gaps past stall_slack: emitter got a fresh delta */
+    uint64_t late;            /* gaps past 2 eta (late thread): bounded extension */
+    uint64_t dset_merged;     /* DSETs that added to D (repairs past the broadcast) */
     uint64_t hints;           /* suspect() calls that shortened the timer */
 } phx_ft_hb_stats_t;
 
@@ -104,9 +130,19 @@ int phx_ft_hb_start(phx_ft_hb_t *hb, uint64_t now_ns);
 /* Earliest time tick() has work; UINT64_MAX if none (not started, alone,
  * fenced). */
 uint64_t phx_ft_hb_next_deadline(const phx_ft_hb_t *hb);
-/* Runs T1 (heartbeat) and T3 (suspicion expiry) if due. Returns 0, or
+/* Runs T1 (heartbeat) and T3 (suspicion expiry) if due. T3 declares on
+ * the first tick at least 1 ns after the one that found the deadline
+ * passed, so the runtime must hand every frame that arrived in between to
+ * on_msg (a libuv timer of >= 1 ms polls the sockets first). Returns 0, or
  * PHX_EFENCED once fenced. */
 int phx_ft_hb_tick(phx_ft_hb_t *hb, uint64_t now_ns);
+
+/* 1 iff this process was not running (see stall_slack) for long enough
+ * that its observer may have declared it (delta - 2 eta), and that stall
+ * ended within the last 2 delta. The runtime may then read the loss of
+ * every live peer's connection as evidence of being declared dead; without
+ * such a stall it never may (the peers may all have crashed). */
+int phx_ft_hb_in_doubt(const phx_ft_hb_t *hb, uint64_t now_ns);
 
 /* One received HB-protocol message. Returns 0 (also for messages dropped on
  * purpose: duplicates, old incarnations, strays), PHX_EPROTO for malformed
@@ -125,19 +161,18 @@ int phx_ft_hb_on_msg(phx_ft_hb_t *hb, int src, unsigned type, const void *buf, s
  * processed after the hint re-arms delta as usual. Returns 1 if the timer
  * moved, 0 if ignored, PHX_EINVAL on a bad rank, PHX_EFENCED. */
 int phx_ft_hb_suspect(phx_ft_hb_t *hb, int rank, uint64_t now_ns);
+/* As suspect(), for a confirmed loss (the rank's process is gone: its port
+ * refused a redial): the grace is zero, so the next tick declares it on the
+ * usual T3 path. Same returns. */
+int phx_ft_hb_suspect_gone(phx_ft_hb_t *hb, int rank, uint64_t now_ns);
 
 /* Dead-set queries. Valid any time, also after fencing. */
 int phx_ft_hb_is_dead(const phx_ft_hb_t *hb, int rank);       /* 1/0; 0 on bad rank */
 int phx_ft_hb_dead_count(const phx_ft_hb_t *hb);
 /* Copies D in the order ranks joined it; returns the count (may exceed cap). */
 int phx_ft_hb_dead_list(const phx_ft_hb_t *hb, int *out, size_t cap);
-/* ULFM-style acknowledgement (MPI_Comm_failure_ack): marks every failure
- * known now as acknowledged. Failures learned later are "new" until the
- * next ack. */
-void phx_ft_hb_ack(phx_ft_hb_t *hb);
-int phx_ft_hb_acked_count(const phx_ft_hb_t *hb);   /* the first ones of dead_list */
-int phx_ft_hb_new_count(const phx_ft_hb_t *hb);     /* dead_count - acked_count */
-int phx_ft_hb_is_acked(const phx_ft_hb_t *hb, int rank);   /* dead and acknowledged */
+/* Acknowledging failures (ULFM failure_ack) is not the detector's: the
+ * runtime keeps one acknowledged state for all users (core/agree.c). */
 
 int phx_ft_hb_emitter(const phx_ft_hb_t *hb);    /* own rank if none left */
 int phx_ft_hb_observer(const phx_ft_hb_t *hb);   /* own rank if none left */

@@ -67,7 +67,8 @@ typedef struct phx_td_ops {
      * the runtime uses rank 0). */
     void (*start)(void *st, int has_work);
     /* Returns 0 (pb written, send now) or PHX_TD_DELAY (held; token comes
-     * back through env->release), or a negative code. */
+     * back through env->release), or a negative code: the message cannot be
+     * accounted for, and the runtime ends the job rather than send it. */
     int  (*on_send)(void *st, int dst, uint64_t token, uint8_t *pb);
     void (*on_recv)(void *st, int src, const uint8_t *pb);
     void (*on_processed)(void *st, int src);

@@ -54,8 +54,8 @@ static void try_contribute(fc_t *f)
     }
     uint8_t m[17];
     m[0] = M_STOP;
-    tdff_put64(m + 1, f->acc_s);
-    tdff_put64(m + 9, f->acc_r);
+    phx_put_le64(m + 1, f->acc_s);
+    phx_put_le64(m + 9, f->acc_r);
     f->waiting_parent = 1;
     f->env.send(f->env.ctx, tdff_parent(f->env.rank), m, sizeof m);
     f->stat[ST_STOP]++;
@@ -118,8 +118,8 @@ static int fc_on_ctrl(void *st, int src, const void *msg, size_t len)
     if (len == 17 && m[0] == M_STOP && tdff_parent(src) == f->env.rank) {
         if (f->child_left == 0 || f->done)
             return PHX_EPROTO;
-        f->acc_s += tdff_get64(m + 1);
-        f->acc_r += tdff_get64(m + 9);
+        f->acc_s += phx_get_le64(m + 1);
+        f->acc_r += phx_get_le64(m + 9);
         f->child_left--;
         try_contribute(f);
         return 0;

@@ -58,7 +58,7 @@ static void flush(cda_t *c, uint64_t v)
         return;
     }
     uint8_t m[9] = { PHX_TDC_FLUSH };
-    tdff_put64(m + 1, v);
+    phx_put_le64(m + 1, v);
     c->env.send(c->env.ctx, 0, m, sizeof m);
     c->stat[ST_FLUSH]++;
 }
@@ -95,7 +95,7 @@ static void release_one(cda_t *c, uint64_t w)
 {
     uint8_t pb[8];
     cda_held_t h = c->held[c->head++];
-    tdff_put64(pb, w);
+    phx_put_le64(pb, w);
     c->env.release(c->env.ctx, h.token, pb);
 }
 
@@ -210,7 +210,7 @@ static void cda_on_recv(void *st, int src, const uint8_t *pb)
 {
     cda_t *c = st;
     c->active = 1;
-    add_credit(c, tdff_get64(pb));
+    add_credit(c, phx_get_le64(pb));
     if (c->starved)
         send_batch(c, 1);
 }
@@ -242,7 +242,7 @@ static int cda_on_ctrl(void *st, int src, const void *msg, size_t len)
     if (c->dead)
         return 0;
     if (len == 9 && m[0] == PHX_TDC_FLUSH && agent) {
-        uint64_t v = tdff_get64(m + 1);
+        uint64_t v = phx_get_le64(m + 1);
         if (!v || c->returned + v > c->created)
             return PHX_EPROTO;
         c->returned += v;
@@ -254,13 +254,13 @@ static int cda_on_ctrl(void *st, int src, const void *msg, size_t len)
             return 0;   /* a prefetch from a node that then went idle: moot */
         c->created += c->cfg.c_init;
         uint8_t g[9] = { PHX_TDC_GRANT };
-        tdff_put64(g + 1, c->cfg.c_init);
+        phx_put_le64(g + 1, c->cfg.c_init);
         c->env.send(c->env.ctx, src, g, sizeof g);
         c->stat[ST_GRANT]++;
         return 0;
     }
     if (len == 9 && m[0] == PHX_TDC_GRANT && src == 0 && !agent) {
-        uint64_t v = tdff_get64(m + 1);
+        uint64_t v = phx_get_le64(m + 1);
         if (!c->borrow_pending || !v || v > c->cfg.c_max)
             return PHX_EPROTO;
         grant_arrived(c, v);

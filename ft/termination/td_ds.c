@@ -20,29 +20,52 @@
  *  - RELEAGER: grandchildren answer with their unpaired-interior bit and the
  *    grandparent XORs it into its parity; XOR commutes with the signals the
  *    grandchild sends it afterwards, so arrival order does not matter.
- *    Answers carry the exchange sequence so a re-adoption ignores old ones. */
+ *    Answers carry the exchange sequence so a re-adoption ignores old ones.
+ *  - sendFence is an acknowledgement of each notice, and the sends after it
+ *    wait for it in a queue (see "send fence" below, digest 7.9). */
 #include "ft/termination/td_ds.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 
 #include "core/common/phx_err.h"
 #include "core/common/phx_log.h"
+#include "core/common/phx_wire.h"
+#include "ft/termination/td_util.h"
 
 enum {
     M_ACK = 1, M_PGC, M_QUERY, M_REPLY, M_INTERIOR, M_EXTERIOR,
-    M_NOTIFY, M_ANSWER, M_ANNOUNCE, M_FATAL, M_NTYPES
+    M_NOTIFY, M_ANSWER, M_ANNOUNCE, M_FATAL, M_FENCE, M_NTYPES
 };
 static const char *const stat_names[M_NTYPES] = {
     NULL, "ack", "potential_gc", "query", "reply", "interior", "exterior",
-    "notify", "answer", "announce", "fatal",
+    "notify", "answer", "announce", "fatal", "fence",
 };
 
 #define ACK_DISENGAGE 1u
 #define ACK_BATCH     32u   /* flush a sender's acks early past this many */
 
 typedef struct { int pf, gp, g; } dq_t;   /* deferred query */
+typedef struct { uint64_t seq; int dst; } notice_t;
+/* A send held behind the fence: a primary (msg NULL, token for
+ * env->release) or a control message (a copy of its bytes). */
+typedef struct {
+    uint64_t token, upto;        /* leaves once every notice < upto is acked */
+    int dst;
+    uint32_t len;
+    uint8_t *msg;
+} hold_t;
+
+/* Set of (row, col) pairs, open addressing with linear probing, key
+ * row * n + col + 1 (0: empty). Few pairs are ever set at once (children
+ * and grandchildren in flight), so a node holds O(set) here, not n^2 bits,
+ * which at 64k nodes would not even fit the address space. */
+typedef struct pairs {
+    uint64_t *k;
+    size_t cap, len;             /* cap: power of two, or 0 */
+} pairs_t;
 
 typedef struct ds {
     phx_td_env_t env;
@@ -64,7 +87,7 @@ typedef struct ds {
     /* successor side */
     uint64_t *sacks;             /* my sends (and queries, debts) not yet acked */
     uint8_t *dead, *mark;        /* mark: RELLAZY adopted child */
-    uint8_t *pc, *par, *pend;    /* n x n bits: [child][gc] */
+    pairs_t pc, par, pend;       /* sparse n x n bits: [child][gc] */
     int64_t pending;             /* outstanding queries */
 
     dq_t *dq;
@@ -75,6 +98,19 @@ typedef struct ds {
     uint32_t xseq;
     uint8_t *xw, *xbit;
 
+    /* Send fence (000 section 5 sendFence): notices not yet acked, and the
+     * sends held until every notice issued before them is. FIFO, so sends to
+     * one destination keep their order. */
+    int fence;                   /* 0: pre-fence behaviour, for tests */
+    uint64_t fseq;               /* next notice sequence number */
+    notice_t *nt;
+    int nnt, ntcap;
+    hold_t *hq;
+    int hq_head, nhq, hqcap;
+    uint32_t *hq_to;             /* held sends per destination */
+
+    void *arena;                 /* mapping of the per-rank tables above */
+    size_t arena_len;
     uint8_t *buf;
     char why[160];
     uint64_t stat[M_NTYPES];
@@ -82,27 +118,62 @@ typedef struct ds {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static int bit_get(const uint8_t *b, const ds_t *s, int r, int c)
+static size_t pairs_slot(const pairs_t *p, uint64_t key)
 {
-    size_t i = (size_t)r * (size_t)s->n + (size_t)c;
-    return (b[i >> 3] >> (i & 7)) & 1;
+    size_t m = p->cap - 1, i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & m;
+    while (p->k[i] && p->k[i] != key)
+        i = (i + 1) & m;
+    return i;
 }
-static void bit_put(uint8_t *b, const ds_t *s, int r, int c, int v)
+
+static int bit_get(const pairs_t *p, const ds_t *s, int r, int c)
 {
-    size_t i = (size_t)r * (size_t)s->n + (size_t)c;
-    if (v)
-        b[i >> 3] = (uint8_t)(b[i >> 3] | (1u << (i & 7)));
-    else
-        b[i >> 3] = (uint8_t)(b[i >> 3] & ~(1u << (i & 7)));
+    uint64_t key = (uint64_t)r * (uint64_t)s->n + (uint64_t)c + 1;
+    return p->cap && p->k[pairs_slot(p, key)] == key;
 }
-static void put32(uint8_t *p, uint32_t v)
+
+static void go_fatal(ds_t *s, int code, const char *fmt, int a, int b);
+
+static void bit_put(pairs_t *p, ds_t *s, int r, int c, int v)
 {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    uint64_t key = (uint64_t)r * (uint64_t)s->n + (uint64_t)c + 1;
+    if (!v) {
+        if (!p->cap)
+            return;
+        size_t m = p->cap - 1, i = pairs_slot(p, key);
+        if (!p->k[i])
+            return;
+        /* backward-shift deletion keeps every probe chain unbroken */
+        for (size_t j = (i + 1) & m; p->k[j]; j = (j + 1) & m) {
+            size_t h = (size_t)((p->k[j] * 0x9E3779B97F4A7C15ull) >> 17) & m;
+            if (((j - h) & m) >= ((j - i) & m)) {
+                p->k[i] = p->k[j];
+                i = j;
+            }
+        }
+        p->k[i] = 0;
+        p->len--;
+        return;
+    }
+    if (p->cap && p->k[pairs_slot(p, key)] == key)
+        return;
+    if (2 * (p->len + 1) > p->cap) {
+        size_t ncap = p->cap ? 2 * p->cap : 16;
+        uint64_t *nk = calloc(ncap, sizeof *nk), *ok = p->k;
+        if (!nk) {
+            go_fatal(s, PHX_ENOMEM, "out of memory recording pair (%d, %d)", r, c);
+            return;
+        }
+        size_t ocap = p->cap;
+        p->k = nk;
+        p->cap = ncap;
+        for (size_t j = 0; j < ocap; j++)
+            if (ok[j])
+                p->k[pairs_slot(p, ok[j])] = ok[j];
+        free(ok);
+    }
+    p->k[pairs_slot(p, key)] = key;
+    p->len++;
 }
 static int rank_ok(const ds_t *s, int r) { return r >= 0 && r < s->n; }
 static int is_rel(const ds_t *s) { return s->v == PHX_DS_RELLAZY || s->v == PHX_DS_RELEAGER; }
@@ -143,18 +214,145 @@ static void go_fatal(ds_t *s, int code, const char *fmt, int a, int b)
                      __LINE__, 0);                                                  \
     } while (0)
 
+/* ---- send fence ----------------------------------------------------------
+ * Seed 000 section 5: willSendTo sends potentialGrandchild (Rel: also
+ * interior) and then sendFence(), so the first message to a new recipient
+ * leaves only once the notice is known to have arrived. Over TCP "written"
+ * is not "arrived" (a RST discards unread bytes, digest 7.9), so the fence is
+ * an acknowledgement: the receiver of a notice answers M_FENCE(seq), and
+ * every send issued after the notice waits in hq for it. A send to a known
+ * recipient with nothing held for it goes at once (the fault-free fast
+ * path). A notice to a node that dies is moot: its records died with it,
+ * and the adopter learns our successors from the adoption reply; if we die
+ * before that reply arrives, the pending query makes our death fatal or
+ * parity-checked exactly as without the send. */
+
+static void notice(ds_t *s, int dst, int type, int arg)
+{
+    if (dst < 0 || dst == s->me || s->dead[dst])
+        return;
+    uint64_t seq = s->fseq++;
+    phx_put_le32(s->buf + 1, (uint32_t)arg);
+    phx_put_le64(s->buf + 5, seq);
+    ctl(s, dst, type, 13);
+    if (!s->fence)
+        return;
+    if (phx_td_grow((void **)&s->nt, &s->ntcap, s->nnt + 1, sizeof *s->nt)) {
+        go_fatal(s, PHX_ENOMEM, "out of memory for a fence notice to %d (%d)", dst, 0);
+        return;
+    }
+    s->nt[s->nnt++] = (notice_t){ seq, dst };
+}
+
+/* Drops the outstanding notices to dst (seq ~0: all of them). */
+static void notices_done(ds_t *s, int dst, uint64_t seq)
+{
+    int k = 0;
+    for (int i = 0; i < s->nnt; i++)
+        if (s->nt[i].dst != dst || (seq != ~0ull && s->nt[i].seq != seq))
+            s->nt[k++] = s->nt[i];
+    s->nnt = k;
+}
+
+/* Queues a send behind every notice issued so far. */
+static int hold(ds_t *s, int dst, uint64_t token, const uint8_t *msg, size_t len)
+{
+    if (s->hq_head && s->nhq == s->hqcap) {
+        memmove(s->hq, s->hq + s->hq_head, (size_t)(s->nhq - s->hq_head) * sizeof *s->hq);
+        s->nhq -= s->hq_head;
+        s->hq_head = 0;
+    }
+    if (phx_td_grow((void **)&s->hq, &s->hqcap, s->nhq + 1, sizeof *s->hq))
+        return PHX_ENOMEM;
+    uint8_t *copy = NULL;
+    if (msg) {
+        if (!(copy = malloc(len)))
+            return PHX_ENOMEM;
+        memcpy(copy, msg, len);
+    }
+    s->hq[s->nhq++] = (hold_t){ token, s->fseq, dst, (uint32_t)len, copy };
+    s->hq_to[dst]++;
+    return 0;
+}
+
+static void release_one(ds_t *s, const hold_t *h)
+{
+    s->hq_to[h->dst]--;
+    if (h->msg) {
+        memcpy(s->buf, h->msg, h->len);
+        ctl(s, h->dst, h->msg[0], h->len);
+        free(h->msg);
+        return;
+    }
+    uint8_t pb[PHX_TD_PB_MAX] = { 0 };
+    if (is_rel(s))   /* the parent now: an adoption may have changed it */
+        phx_put_le32(pb, (uint32_t)s->parent);
+    s->env.release(s->env.ctx, h->token, pb);
+}
+
+/* Sends held for a node that died go now: they are lost on the wire, and a
+ * held send is still work to the runtime. Order towards the dead is moot. */
+static void release_dead(ds_t *s, int f)
+{
+    int k = s->hq_head;
+    for (int i = s->hq_head; i < s->nhq; i++) {
+        if (s->hq[i].dst == f)
+            release_one(s, &s->hq[i]);
+        else
+            s->hq[k++] = s->hq[i];
+    }
+    s->nhq = k;
+}
+
+static void release_ready(ds_t *s)
+{
+    uint64_t low = s->fseq;
+    for (int i = 0; i < s->nnt; i++)
+        if (s->nt[i].seq < low)
+            low = s->nt[i].seq;
+    while (s->hq_head < s->nhq && s->hq[s->hq_head].upto <= low) {
+        hold_t h = s->hq[s->hq_head++];
+        release_one(s, &h);
+    }
+    if (s->hq_head == s->nhq)
+        s->hq_head = s->nhq = 0;
+}
+
+/* Sends the control message in buf now, or behind the fence while notices
+ * are outstanding (a query or an adoption reply that engages its receiver). */
+static void ctl_fenced(ds_t *s, int dst, int type, size_t len)
+{
+    if (!s->nnt) {
+        ctl(s, dst, type, len);
+        return;
+    }
+    s->buf[0] = (uint8_t)type;
+    if (hold(s, dst, 0, s->buf, len) < 0)
+        go_fatal(s, PHX_ENOMEM, "out of memory holding a message to %d (%d)", dst, 0);
+}
+
+static void fence_ack(ds_t *s, int src, const uint8_t *seq)
+{
+    memcpy(s->buf + 1, seq, 8);
+    ctl(s, src, M_FENCE, 9);
+}
+
 /* ---- signals to the grandparent (Rel) ----------------------------------- */
 
 static void signal_gp(ds_t *s, int type)
 {
     if (s->gparent < 0)
         return;
-    put32(s->buf + 1, (uint32_t)s->parent);
     if (s->gparent == s->me) {   /* only through stale pointers; keep parity local */
-        bit_put(s->par, s, s->parent, s->me, !bit_get(s->par, s, s->parent, s->me));
+        bit_put(&s->par, s, s->parent, s->me, !bit_get(&s->par, s, s->parent, s->me));
         s->stat[type]++;
         return;
     }
+    if (type == M_INTERIOR) {    /* fenced: the grandparent must know before we send */
+        notice(s, s->gparent, M_INTERIOR, s->parent);
+        return;
+    }
+    phx_put_le32(s->buf + 1, (uint32_t)s->parent);
     ctl(s, s->gparent, type, 5);
 }
 
@@ -171,10 +369,8 @@ static void d_dropped(ds_t *s)
 /* willSendTo: fenced notices go out before the primary (or the query). */
 static void will_send(ds_t *s, int dst)
 {
-    if (s->sacks[dst] == 0 && s->v != PHX_DS_BASE && s->parent >= 0) {
-        put32(s->buf + 1, (uint32_t)dst);
-        ctl(s, s->parent, M_PGC, 5);
-    }
+    if (s->sacks[dst] == 0 && s->v != PHX_DS_BASE)
+        notice(s, s->parent, M_PGC, dst);
     s->sacks[dst]++;
     s->D++;
     if (is_rel(s) && !s->irep) {
@@ -187,7 +383,7 @@ static void will_send(ds_t *s, int dst)
 static void forget_child(ds_t *s, int c)
 {
     for (int g = 0; g < s->n; g++)
-        bit_put(s->pc, s, c, g, 0);
+        bit_put(&s->pc, s, c, g, 0);
     s->mark[c] = 0;
 }
 
@@ -199,7 +395,7 @@ static void flush_one(ds_t *s, int src)
     if (!k)
         return;
     s->buf[1] = 0;
-    put32(s->buf + 2, k);
+    phx_put_le32(s->buf + 2, k);
     ctl(s, src, M_ACK, 6);
     s->owed[src] -= k;
     s->proc[src] = 0;
@@ -241,7 +437,7 @@ static void try_disengage(ds_t *s)
     }
     if (s->parent >= 0) {        /* an orphan's ack has nobody to go to */
         s->buf[1] = ACK_DISENGAGE;
-        put32(s->buf + 2, 1);
+        phx_put_le32(s->buf + 2, 1);
         ctl(s, s->parent, M_ACK, 6);
     }
     s->slot = 0;
@@ -258,7 +454,7 @@ static void pending_child_dead(ds_t *s, int pf, int gc)
     if (!is_rel(s))
         go_fatal(s, PHX_EUNRECOVERABLE,
                  "INDEP: node %d failed together with node %d it had sent to", pf, gc);
-    else if (bit_get(s->par, s, pf, gc))
+    else if (bit_get(&s->par, s, pf, gc))
         go_fatal(s, PHX_EUNRECOVERABLE,
                  "node %d failed together with its interior child %d", pf, gc);
     /* even parity: gc was not pf's child, or a leaf; its debt is written off */
@@ -273,11 +469,11 @@ static void start_query(ds_t *s, int gc, int pf)
         return;
     }
     will_send(s, gc);   /* the query is a send: it keeps D > 0 until answered */
-    bit_put(s->pend, s, pf, gc, 1);
+    bit_put(&s->pend, s, pf, gc, 1);
     s->pending++;
-    put32(s->buf + 1, (uint32_t)pf);
-    put32(s->buf + 5, (uint32_t)s->parent);
-    ctl(s, gc, M_QUERY, 9);
+    phx_put_le32(s->buf + 1, (uint32_t)pf);
+    phx_put_le32(s->buf + 5, (uint32_t)s->parent);
+    ctl_fenced(s, gc, M_QUERY, 9);
 }
 
 static void send_reply(ds_t *s, int gp, int pf, int debt)
@@ -288,16 +484,16 @@ static void send_reply(ds_t *s, int gp, int pf, int debt)
         for (int d = 0; d < s->n; d++) {
             int bit = s->xch ? s->xbit[d] : 0;
             if (s->sacks[d] || bit) {
-                put32(s->buf + len, (uint32_t)d);
+                phx_put_le32(s->buf + len, (uint32_t)d);
                 s->buf[len + 4] = (uint8_t)bit;
                 len += 5;
                 cnt++;
             }
         }
-    put32(s->buf + 1, (uint32_t)pf);
+    phx_put_le32(s->buf + 1, (uint32_t)pf);
     s->buf[5] = (uint8_t)debt;
-    put32(s->buf + 6, cnt);
-    ctl(s, gp, M_REPLY, len);
+    phx_put_le32(s->buf + 6, cnt);
+    ctl_fenced(s, gp, M_REPLY, len);
 }
 
 static void finish_exchange(ds_t *s)
@@ -336,8 +532,8 @@ static void handle_query(ds_t *s, int gp, int pf, int g)
             if (s->sacks[d] && !s->dead[d]) {
                 s->xw[d] = 1;
                 s->xwait++;
-                put32(s->buf + 1, (uint32_t)gp);
-                put32(s->buf + 5, s->xseq);
+                phx_put_le32(s->buf + 1, (uint32_t)gp);
+                phx_put_le32(s->buf + 5, s->xseq);
                 ctl(s, d, M_NOTIFY, 9);
             }
         if (!s->xwait)
@@ -387,35 +583,45 @@ static void drain_deferred(ds_t *s)
 
 int phx_td_ds_create(const phx_td_env_t *env, phx_ds_variant_t v, void **out)
 {
+    int fence = !(v & PHX_DS_NOFENCE);
+    v &= ~PHX_DS_NOFENCE;
     if (!env || !out || env->size < 1 || env->rank < 0 || env->rank >= env->size ||
-        !env->send || !env->declare || !env->fatal)
+        !env->send || !env->declare || !env->fatal || (fence && !env->release))
         return PHX_EINVAL;
     ds_t *s = calloc(1, sizeof *s);
     if (!s)
         return PHX_ENOMEM;
-    size_t n = (size_t)env->size, bits = (n * n + 7) / 8;
+    size_t n = (size_t)env->size;
     s->env = *env;
     s->v = v;
+    s->fence = fence;
     s->n = env->size;
     s->me = env->rank;
-    s->owed = calloc(n, sizeof *s->owed);
-    s->proc = calloc(n, sizeof *s->proc);
-    s->dirty = calloc(n, sizeof *s->dirty);
-    s->isdirty = calloc(n, 1);
-    s->sacks = calloc(n, sizeof *s->sacks);
-    s->dead = calloc(n, 1);
-    s->mark = calloc(n, 1);
-    s->pc = calloc(bits, 1);
-    s->par = calloc(bits, 1);
-    s->pend = calloc(bits, 1);
-    s->xw = calloc(n, 1);
-    s->xbit = calloc(n, 1);
-    s->buf = malloc(10 + 5 * n);
-    if (!s->owed || !s->proc || !s->dirty || !s->isdirty || !s->sacks || !s->dead ||
-        !s->mark || !s->pc || !s->par || !s->pend || !s->xw || !s->xbit || !s->buf) {
-        phx_td_ds_destroy(s);
+    /* The per-rank tables in one anonymous mapping: its pages stay
+     * unbacked until a rank on them is touched, and a node touches few, so
+     * a 64k-node simulation holds kilobytes per node, not 30 n bytes. */
+    size_t n8 = (n + 7) & ~(size_t)7;
+    s->arena_len = n8 * (sizeof *s->sacks + sizeof *s->owed + sizeof *s->proc +
+                         sizeof *s->dirty + sizeof *s->hq_to + 5) + 13 + 5 * n;
+    void *a = mmap(NULL, s->arena_len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (a == MAP_FAILED) {
+        free(s);
         return PHX_ENOMEM;
     }
+    s->arena = a;
+    uint8_t *p = a;
+    s->sacks = (uint64_t *)(void *)p, p += n8 * sizeof *s->sacks;
+    s->owed = (uint32_t *)(void *)p, p += n8 * sizeof *s->owed;
+    s->proc = (uint32_t *)(void *)p, p += n8 * sizeof *s->proc;
+    s->dirty = (int *)(void *)p, p += n8 * sizeof *s->dirty;
+    s->hq_to = (uint32_t *)(void *)p, p += n8 * sizeof *s->hq_to;
+    s->isdirty = p, p += n8;
+    s->dead = p, p += n8;
+    s->mark = p, p += n8;
+    s->xw = p, p += n8;
+    s->xbit = p, p += n8;
+    s->buf = p;   /* in the mapping too, so the nodes' mappings can merge */
     s->slot_src = s->parent = s->gparent = -1;
     s->idle = 1;
     *out = s;
@@ -427,20 +633,15 @@ void phx_td_ds_destroy(void *st)
     ds_t *s = st;
     if (!s)
         return;
-    free(s->owed);
-    free(s->proc);
-    free(s->dirty);
-    free(s->isdirty);
-    free(s->sacks);
-    free(s->dead);
-    free(s->mark);
-    free(s->pc);
-    free(s->par);
-    free(s->pend);
-    free(s->xw);
-    free(s->xbit);
-    free(s->buf);
+    munmap(s->arena, s->arena_len);
+    free(s->pc.k);
+    free(s->par.k);
+    free(s->pend.k);
     free(s->dq);
+    free(s->nt);
+    for (int i = s->hq_head; i < s->nhq; i++)
+        free(s->hq[i].msg);
+    free(s->hq);
     free(s);
 }
 
@@ -462,7 +663,6 @@ void phx_td_ds_start(void *st, int has_work)
 int phx_td_ds_on_send(void *st, int dst, uint64_t token, uint8_t *pb)
 {
     ds_t *s = st;
-    (void)token;
     if (s->terminal == 2) {
         if (is_rel(s))
             memset(pb, 0, 4);
@@ -473,11 +673,20 @@ int phx_td_ds_on_send(void *st, int dst, uint64_t token, uint8_t *pb)
     if (!s->slot)
         return PHX_EINVAL;       /* not engaged: breaks the diffusing model */
     if (is_rel(s))
-        put32(pb, (uint32_t)s->parent);
+        phx_put_le32(pb, (uint32_t)s->parent);
     if (s->dead[dst])
         return 0;                /* lost on the wire; nothing will ack it */
+    int before = s->nnt;
     will_send(s, dst);
-    return 0;
+    if (s->terminal)
+        return PHX_ENOMEM;       /* the only way will_send fails */
+    if (s->nnt == before && !s->hq_to[dst])
+        return 0;                /* known recipient: no new notice to wait for */
+    if (hold(s, dst, token, NULL, 0) < 0) {
+        go_fatal(s, PHX_ENOMEM, "out of memory holding a message to %d (%d)", dst, 0);
+        return PHX_ENOMEM;
+    }
+    return PHX_TD_DELAY;
 }
 
 void phx_td_ds_on_recv(void *st, int src, const uint8_t *pb)
@@ -500,7 +709,7 @@ void phx_td_ds_on_recv(void *st, int src, const uint8_t *pb)
         s->slot_done = 0;
         s->gparent = -1;
         if (is_rel(s)) {
-            int g = (int)get32(pb);
+            int g = (int)phx_get_le32(pb);
             s->gparent = rank_ok(s, g) ? g : -1;
         }
         s->orphan = s->adopted = s->irep = 0;
@@ -556,6 +765,9 @@ void phx_td_ds_on_failure(void *st, int f)
     if (s->terminal || !rank_ok(s, f) || f == s->me || s->dead[f])
         return;
     s->dead[f] = 1;
+    notices_done(s, f, ~0ull);
+    release_dead(s, f);
+    release_ready(s);            /* before recovery adds sends of its own */
     if (f == s->root_rank) {
         go_fatal(s, PHX_EUNRECOVERABLE, "root node %d failed (%d)", f, 0);
         return;
@@ -581,8 +793,8 @@ void phx_td_ds_on_failure(void *st, int f)
 
     /* sender side: queries to f that will never be answered */
     for (int pf = 0; pf < s->n && !s->terminal; pf++)
-        if (bit_get(s->pend, s, pf, f)) {
-            bit_put(s->pend, s, pf, f, 0);
+        if (bit_get(&s->pend, s, pf, f)) {
+            bit_put(&s->pend, s, pf, f, 0);
             s->pending--;
             pending_child_dead(s, pf, f);
         }
@@ -598,8 +810,8 @@ void phx_td_ds_on_failure(void *st, int f)
         s->sacks[f] = 0;
         /* adopt f's orphans: query every potential child we were told of */
         for (int gc = 0; gc < s->n && !s->terminal; gc++)
-            if (bit_get(s->pc, s, f, gc)) {
-                bit_put(s->pc, s, f, gc, 0);
+            if (bit_get(&s->pc, s, f, gc)) {
+                bit_put(&s->pc, s, f, gc, 0);
                 start_query(s, gc, f);
             }
         if (s->terminal)
@@ -625,40 +837,45 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
     /* validate fully before touching state */
     switch (type) {
     case M_ACK:
-        if (len != 6 || (m[1] & ~ACK_DISENGAGE) || get32(m + 2) == 0)
+        if (len != 6 || (m[1] & ~ACK_DISENGAGE) || phx_get_le32(m + 2) == 0)
             return PHX_EPROTO;
         break;
     case M_PGC:
-        if (len != 5 || !rank_ok(s, (int)get32(m + 1)) || s->v == PHX_DS_BASE)
+        if (len != 13 || !rank_ok(s, (int)phx_get_le32(m + 1)) || s->v == PHX_DS_BASE)
             return PHX_EPROTO;
         break;
     case M_QUERY:
-        if (len != 9 || !rank_ok(s, (int)get32(m + 1)) || s->v == PHX_DS_BASE ||
-            ((int)get32(m + 5) != -1 && !rank_ok(s, (int)get32(m + 5))))
+        if (len != 9 || !rank_ok(s, (int)phx_get_le32(m + 1)) || s->v == PHX_DS_BASE ||
+            ((int)phx_get_le32(m + 5) != -1 && !rank_ok(s, (int)phx_get_le32(m + 5))))
             return PHX_EPROTO;
         break;
     case M_REPLY: {
         if (len < 10 || s->v == PHX_DS_BASE)
             return PHX_EPROTO;
-        uint32_t cnt = get32(m + 6);
+        uint32_t cnt = phx_get_le32(m + 6);
         if (m[5] > 1 || cnt > (uint32_t)s->n || len != 10 + 5 * (size_t)cnt ||
-            !rank_ok(s, (int)get32(m + 1)))
+            !rank_ok(s, (int)phx_get_le32(m + 1)))
             return PHX_EPROTO;
         for (uint32_t i = 0; i < cnt; i++)
-            if (!rank_ok(s, (int)get32(m + 10 + 5 * i)) || m[14 + 5 * i] > 1)
+            if (!rank_ok(s, (int)phx_get_le32(m + 10 + 5 * i)) || m[14 + 5 * i] > 1)
                 return PHX_EPROTO;
         if (!s->terminal && !s->dead[src] &&
-            !bit_get(s->pend, s, (int)get32(m + 1), src))
+            !bit_get(&s->pend, s, (int)phx_get_le32(m + 1), src))
             return PHX_EPROTO;   /* a reply nobody asked for */
         break;
     }
     case M_INTERIOR:
     case M_EXTERIOR:
-        if (len != 5 || !is_rel(s) || !rank_ok(s, (int)get32(m + 1)))
+        if (len != (type == M_INTERIOR ? 13u : 5u) || !is_rel(s) ||
+            !rank_ok(s, (int)phx_get_le32(m + 1)))
+            return PHX_EPROTO;
+        break;
+    case M_FENCE:
+        if (len != 9 || s->v == PHX_DS_BASE)
             return PHX_EPROTO;
         break;
     case M_NOTIFY:
-        if (len != 9 || s->v != PHX_DS_RELEAGER || !rank_ok(s, (int)get32(m + 1)))
+        if (len != 9 || s->v != PHX_DS_RELEAGER || !rank_ok(s, (int)phx_get_le32(m + 1)))
             return PHX_EPROTO;
         break;
     case M_ANSWER:
@@ -678,7 +895,7 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
 
     switch (type) {
     case M_ACK: {
-        uint32_t k = get32(m + 2);
+        uint32_t k = phx_get_le32(m + 2);
         if (s->sacks[src] < k)
             return PHX_EPROTO;
         s->sacks[src] -= k;
@@ -691,10 +908,11 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
     case M_PGC:
         /* only a current child reports; anything else is stale */
         if (s->sacks[src])
-            bit_put(s->pc, s, src, (int)get32(m + 1), 1);
+            bit_put(&s->pc, s, src, (int)phx_get_le32(m + 1), 1);
+        fence_ack(s, src, m + 5);   /* even if stale: the sender waits for it */
         return 0;
     case M_QUERY: {
-        int pf = (int)get32(m + 1), g = (int)get32(m + 5);
+        int pf = (int)phx_get_le32(m + 1), g = (int)phx_get_le32(m + 5);
         if (s->ndq == s->dqcap) {
             int nc = s->dqcap ? 2 * s->dqcap : 4;
             dq_t *q = realloc(s->dq, (size_t)nc * sizeof *q);
@@ -710,9 +928,9 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
         break;
     }
     case M_REPLY: {
-        int pf = (int)get32(m + 1), debt = m[5];
-        uint32_t cnt = get32(m + 6);
-        bit_put(s->pend, s, pf, src, 0);
+        int pf = (int)phx_get_le32(m + 1), debt = m[5];
+        uint32_t cnt = phx_get_le32(m + 6);
+        bit_put(&s->pend, s, pf, src, 0);
         s->pending--;
         if (debt) {
             s->sacks[src]++;
@@ -721,10 +939,10 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
                 s->mark[src] = 1;
         }
         for (uint32_t i = 0; i < cnt; i++) {
-            int d = (int)get32(m + 10 + 5 * i);
-            bit_put(s->pc, s, src, d, 1);
+            int d = (int)phx_get_le32(m + 10 + 5 * i);
+            bit_put(&s->pc, s, src, d, 1);
             if (s->v == PHX_DS_RELEAGER && m[14 + 5 * i])
-                bit_put(s->par, s, src, d, !bit_get(s->par, s, src, d));
+                bit_put(&s->par, s, src, d, !bit_get(&s->par, s, src, d));
         }
         /* the answer pays back the query's send */
         s->sacks[src]--;
@@ -736,14 +954,20 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
     }
     case M_INTERIOR:
     case M_EXTERIOR: {
-        int p = (int)get32(m + 1);
-        bit_put(s->par, s, p, src, !bit_get(s->par, s, p, src));
+        int p = (int)phx_get_le32(m + 1);
+        bit_put(&s->par, s, p, src, !bit_get(&s->par, s, p, src));
+        if (type == M_INTERIOR)
+            fence_ack(s, src, m + 5);
         return 0;
     }
+    case M_FENCE:
+        notices_done(s, src, phx_get_le64(m + 1));
+        release_ready(s);
+        return 0;
     case M_NOTIFY: {
         int eng = s->slot && s->parent == src;
         if (eng)
-            s->gparent = (int)get32(m + 1);
+            s->gparent = (int)phx_get_le32(m + 1);
         memcpy(s->buf + 1, m + 5, 4);
         s->buf[5] = (uint8_t)eng;
         s->buf[6] = (uint8_t)(eng && s->irep);
@@ -751,7 +975,7 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
         return 0;
     }
     case M_ANSWER:
-        if (s->xch && get32(m + 1) == s->xseq && s->xw[src]) {
+        if (s->xch && phx_get_le32(m + 1) == s->xseq && s->xw[src]) {
             s->xw[src] = 0;
             s->xbit[src] = m[6];
             if (!--s->xwait)
@@ -764,6 +988,9 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
         return 0;
     case M_FATAL:
         s->terminal = 2;
+        /* Relay it: the detecting node may die before its own broadcast is
+         * out, and a survivor left without a verdict would hang. */
+        broadcast(s, M_FATAL);
         snprintf(s->why, sizeof s->why, "node %d found termination undecidable", src);
         s->env.fatal(s->env.ctx, PHX_EUNRECOVERABLE, s->why);
         return 0;

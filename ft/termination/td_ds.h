@@ -16,6 +16,9 @@ typedef enum {
     PHX_DS_INDEP,
     PHX_DS_RELLAZY,    /* lazy exterior signal, adopted children marked */
     PHX_DS_RELEAGER,   /* eager exterior signal, grandchildren re-pointed */
+    /* Flag, tests only: no send fence (the behaviour before issue 9), so a
+     * test can show that it catches the hole the fence closes. */
+    PHX_DS_NOFENCE = 0x100,
 } phx_ds_variant_t;
 
 int  phx_td_ds_create(const phx_td_env_t *env, phx_ds_variant_t v, void **out);

@@ -27,8 +27,8 @@ static void send_sr(ed_t *e, int type, int dst, int s, int r)
 {
     uint8_t m[9];
     m[0] = (uint8_t)type;
-    tdff_put32(m + 1, (uint32_t)s);
-    tdff_put32(m + 5, (uint32_t)r);
+    phx_put_le32(m + 1, (uint32_t)s);
+    phx_put_le32(m + 5, (uint32_t)r);
     e->env.send(e->env.ctx, dst, m, sizeof m);
     e->stat[type - 1]++;
 }
@@ -144,7 +144,7 @@ static int ed_on_ctrl(void *st, int src, const void *msg, size_t len)
     }
     if (len != 9)
         return PHX_EPROTO;
-    int s = (int)tdff_get32(m + 1), r = (int)tdff_get32(m + 5);
+    int s = (int)phx_get_le32(m + 1), r = (int)phx_get_le32(m + 5);
     if (s < 0 || s >= P || r < 0 || r >= P || s == r)
         return PHX_EPROTO;
     switch (m[0]) {

@@ -52,7 +52,7 @@ static void flush(hc_t *h, uint64_t v)
         return;
     }
     uint8_t m[9] = { PHX_TDC_FLUSH };
-    tdff_put64(m + 1, v);
+    phx_put_le64(m + 1, v);
     h->env.send(h->env.ctx, 0, m, sizeof m);
     h->stat[ST_FLUSH]++;
 }
@@ -92,7 +92,7 @@ static void drain(hc_t *h)
         uint8_t pb[8];
         uint64_t w = h->credit / 2;
         h->credit -= w;
-        tdff_put64(pb, w);
+        phx_put_le64(pb, w);
         hc_held_t m = h->held[h->head++];
         h->env.release(h->env.ctx, m.token, pb);
     }
@@ -161,7 +161,7 @@ static int hc_on_send(void *st, int dst, uint64_t token, uint8_t *pb)
     if (h->head == h->n && h->credit / 2) {
         uint64_t w = h->credit / 2;
         h->credit -= w;
-        tdff_put64(pb, w);
+        phx_put_le64(pb, w);
         return 0;
     }
     if (h->head == h->n)
@@ -184,7 +184,7 @@ static void hc_on_recv(void *st, int src, const uint8_t *pb)
 {
     hc_t *h = st;
     h->active = 1;
-    add_credit(h, tdff_get64(pb));
+    add_credit(h, phx_get_le64(pb));
     if (h->head < h->n && !h->borrow_pending)
         drain(h);
 }
@@ -211,7 +211,7 @@ static int hc_on_ctrl(void *st, int src, const void *msg, size_t len)
     if (h->dead)
         return 0;
     if (len == 9 && m[0] == PHX_TDC_FLUSH && agent) {
-        uint64_t v = tdff_get64(m + 1);
+        uint64_t v = phx_get_le64(m + 1);
         if (!v || h->returned + v > h->created)
             return PHX_EPROTO;
         h->returned += v;
@@ -223,13 +223,13 @@ static int hc_on_ctrl(void *st, int src, const void *msg, size_t len)
             return 0;   /* a prefetch from a node that then went idle: moot */
         h->created += h->cfg.c_init;
         uint8_t g[9] = { PHX_TDC_GRANT };
-        tdff_put64(g + 1, h->cfg.c_init);
+        phx_put_le64(g + 1, h->cfg.c_init);
         h->env.send(h->env.ctx, src, g, sizeof g);
         h->stat[ST_GRANT]++;
         return 0;
     }
     if (len == 9 && m[0] == PHX_TDC_GRANT && src == 0 && !agent) {
-        uint64_t v = tdff_get64(m + 1);
+        uint64_t v = phx_get_le64(m + 1);
         if (!h->borrow_pending || !v || v > h->cfg.c_max)
             return PHX_EPROTO;
         granted(h, v);

@@ -5,11 +5,15 @@
  * choice, bits3-7 = seed for the chunking of the stream. The rest is the
  * byte stream a peer would send. It is decoded the way the transport will:
  * bytes arrive in chunks, whole frames are consumed, HELLO/AUTH payloads go
- * to a handshake state machine, and the first hard error ends the stream.
+ * to a handshake state machine, every other frame's link fields (lseq/lack)
+ * go to a receiving phx_link as the transport feeds them, and the first hard
+ * error (decoder or link) ends the stream.
  *
  * Oracles beyond the sanitizers (abort on violation): a decoded frame
- * re-encodes to the identical 48 header bytes; sizes stay within the input;
- * every hard error carries a reason. */
+ * re-encodes to the identical 64 header bytes; sizes stay within the input;
+ * every hard error carries a reason; the link delivers sequence numbers 1,
+ * 2, 3... with no gap or repeat; a frame resealed by a sending link decodes
+ * with the number it was given, and its resend copy is byte-identical. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +24,7 @@
 #include "net/auth.h"
 #include "net/crc32c.h"
 #include "net/frame.h"
+#include "net/link.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -32,11 +37,54 @@ static void repair_crcs(uint8_t *b, size_t n)
         uint32_t len = phx_get_le32(b + off + 8);
         if (len > n - off - PHX_FRAME_HDR)
             return;
+        /* payload first, then the header with the crc field zeroed */
         memset(b + off + 12, 0, 4);
-        uint32_t c = phx_crc32c(0, b + off, PHX_FRAME_HDR + (size_t)len);
+        uint32_t c = phx_crc32c(0, b + off + PHX_FRAME_HDR, len);
+        c = phx_crc32c(c, b + off, PHX_FRAME_HDR);
         phx_put_le32(b + off + 12, c);
         off += PHX_FRAME_HDR + len;
     }
+}
+
+/* The transport's link rules on one decoded post-handshake frame. Returns 0
+ * to go on, -1 where the transport would close the connection. */
+static int feed_link(phx_link_t *rxl, phx_link_t *txl, uint64_t *delivered, const uint8_t *f,
+                     const phx_frame_hdr_t *h)
+{
+    uint64_t freed;
+    if (phx_link_on_ack(rxl, h->lack, &freed) < 0) {
+        CHECK(h->lack > 0);   /* rxl never sent anything: any ack is too high */
+        return -1;
+    }
+    CHECK(freed == 0);
+    if (h->type == PHX_FT_ACK)
+        return h->lseq || h->len ? -1 : 0;
+    int rc = phx_link_on_recv(rxl, h->lseq);
+    if (rc < 0) {
+        CHECK(h->lseq == 0 || h->lseq > *delivered + 1);
+        return -1;
+    }
+    CHECK(rc == (h->lseq == *delivered + 1));
+    if (rc)
+        *delivered = h->lseq;
+    /* the same frame through a sender: sealed, retained, resent */
+    size_t sz = PHX_FRAME_HDR + (size_t)h->len;
+    uint8_t *copy = malloc(sz);
+    if (!copy)
+        abort();
+    memcpy(copy, f, sz);
+    phx_frame_hdr_t uh = *h;   /* back to unsealed, as frame_append leaves it */
+    phx_frame_put_hdr(copy, &uh, copy + PHX_FRAME_HDR);
+    CHECK(phx_link_seal(txl, copy, sz) == 1);
+    phx_frame_hdr_t d;
+    CHECK(phx_frame_decode(copy, sz, PHX_FRAME_LEN_HARDMAX, &d, NULL) == (int)sz);
+    CHECK(d.lack == 0 && d.lseq >= 1);   /* txl never receives: it acks nothing */
+    CHECK(phx_link_retain(txl, copy, sz, sz, 1, 1, &freed) == 0 && freed == 0);
+    uint8_t *rs;
+    long n = phx_link_resend(txl, &rs);
+    CHECK(n >= (long)sz && memcmp(rs + n - (long)sz, copy, sz) == 0);
+    free(rs);
+    return 0;
 }
 
 static void feed_auth(phx_auth_t *a, const phx_frame_hdr_t *h, const uint8_t *p)
@@ -87,6 +135,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t hello[PHX_AUTH_HELLO_LEN];
     CHECK(phx_auth_hello(a, hello, sizeof hello) == PHX_AUTH_HELLO_LEN);
 
+    phx_link_t *rxl, *txl;
+    if (phx_link_create(&rxl) || phx_link_create(&txl))
+        abort();
+    uint64_t delivered = 0;
     uint32_t rs = 0x9E3779B9u * ((ctl >> 3) + 1u);
     size_t fed = 0, have = 0, consumed = 0;
     int closed = 0;
@@ -121,11 +173,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             phx_frame_hdr_t copy = h;
             phx_frame_encode(re, &copy, rx + consumed + PHX_FRAME_HDR);
             CHECK(memcmp(re, rx + consumed, PHX_FRAME_HDR) == 0 && copy.crc == h.crc);
-            feed_auth(a, &h, rx + consumed + PHX_FRAME_HDR);
+            if (h.type == PHX_FT_HELLO || h.type == PHX_FT_AUTH || h.type == PHX_FT_AUTH_OK)
+                feed_auth(a, &h, rx + consumed + PHX_FRAME_HDR);
+            else if (feed_link(rxl, txl, &delivered, rx + consumed, &h) < 0)
+                closed = 1;
             consumed += (size_t)rc;
+            if (closed)
+                break;
         }
     }
     phx_auth_destroy(a);
+    phx_link_destroy(rxl);
+    phx_link_destroy(txl);
 
     /* the handshake decoders on the raw bytes, regardless of framing */
     phx_auth_hello_t hh;

@@ -23,7 +23,7 @@ static uint64_t rnd(void)
     return z ^ (z >> 31);
 }
 
-static const uint8_t types[] = { PHX_FT_HELLO, PHX_FT_AUTH, PHX_FT_AUTH_OK, PHX_FT_APP, PHX_FT_SPAWN,
+static const uint8_t types[] = { PHX_FT_HELLO, PHX_FT_AUTH, PHX_FT_AUTH_OK, PHX_FT_ACK, PHX_FT_APP, PHX_FT_SPAWN,
                                  PHX_FT_CTRL, PHX_FT_HB, PHX_FT_BCAST, PHX_FT_ERA, PHX_FT_TD };
 
 /* Builds [ctl][frame]...; returns the length. */
@@ -32,6 +32,7 @@ static size_t gen_valid(uint8_t *b, size_t cap)
     size_t n = 0;
     b[n++] = (uint8_t)rnd();
     int frames = 1 + (int)(rnd() % 6);
+    uint64_t lseq = 0;   /* mostly in order, sometimes repeated or skipping */
     for (int i = 0; i < frames; i++) {
         phx_frame_hdr_t h = { 0 };
         h.type = types[rnd() % sizeof types];
@@ -45,6 +46,16 @@ static size_t gen_valid(uint8_t *b, size_t cap)
         h.len = len;
         h.src = rnd() % 4; h.dst = rnd() % 4; h.ssn = (uint64_t)i;
         h.inc = 1; h.tag = (uint32_t)rnd();
+        if (h.type == PHX_FT_ACK) {
+            h.len = len = rnd() % 8 ? 0 : len;
+            h.lack = rnd() % 4;
+        } else if (h.type != PHX_FT_HELLO && h.type != PHX_FT_AUTH && h.type != PHX_FT_AUTH_OK) {
+            uint64_t r = rnd() % 16;
+            h.lseq = r == 0 ? lseq : r == 1 ? lseq + 2 : r == 2 ? 0 : lseq + 1;
+            if (h.lseq > lseq)
+                lseq = h.lseq;
+            h.lack = rnd() % 8 ? 0 : rnd() % 3;
+        }
         uint8_t *p = b + n + PHX_FRAME_HDR;
         for (uint32_t k = 0; k < len; k++) p[k] = (uint8_t)rnd();
         if (h.type == PHX_FT_HELLO && rnd() % 2) {   /* plausible HELLO: job 1 */

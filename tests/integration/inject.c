@@ -4,6 +4,11 @@
  *   badcrc oversize truncated preauth-app wrongsecret
  * Post-authentication modes (complete the handshake as RANK with the real
  * secret from PHX_SECRET, then misbehave): auth-badcrc auth-garbage auth-oversize
+ *   auth-oldinc (an APP frame of another incarnation, which the node must
+ *   drop unseen, then a data frame without a link sequence number, which
+ *   makes it close), auth-badpayload (a well-framed, sequenced APP frame
+ *   addressed to a task that does not live on the node: its protocol
+ *   rejects it)
  * Exit 0 if the node closed the connection within 10 s, 1 if it did not,
  * 2 on a setup error (could not connect, handshake failed). */
 #include <arpa/inet.h>
@@ -155,7 +160,23 @@ int main(int argc, char **argv)
             fprintf(stderr, "phx-inject: handshake failed\n");
             return 2;
         }
-        corrupt(mode);
+        if (!strcmp(mode, "auth-oldinc")) {
+            uint8_t hdr[PHX_FRAME_HDR], p[8] = {0};
+            phx_frame_hdr_t h = { .type = PHX_FT_APP, .len = sizeof p, .inc = 99, .lseq = 1 };
+            phx_frame_encode(hdr, &h, p);
+            put(hdr, sizeof hdr);
+            put(p, sizeof p);
+            frame(PHX_FT_APP, p, sizeof p);   /* incarnation 0, lseq 0 */
+        } else if (!strcmp(mode, "auth-badpayload")) {
+            uint8_t hdr[PHX_FRAME_HDR], p[64] = {0};
+            /* home rank 2 (tid >> 48, minus 1): not this node */
+            phx_frame_hdr_t h = { .type = PHX_FT_APP, .len = sizeof p, .dst = 3ull << 48, .lseq = 1 };
+            phx_frame_encode(hdr, &h, p);
+            put(hdr, sizeof hdr);
+            put(p, sizeof p);
+        } else {
+            corrupt(mode);
+        }
     } else {
         corrupt(mode);
     }

@@ -4,6 +4,7 @@
 # points (apps/agree --die); every survivor must print the same value, the
 # same failed set and the same code for every agreement, and a shrink must
 # give the same members everywhere, over which an allreduce completes.
+# Last, phx-ftcheck ack: phx_failure_ack is seen by agreements and groups.
 # Usage: test_agree.sh BINDIR
 set -u
 BIN=$1
@@ -101,4 +102,13 @@ check "revoke: allreduce on the revoked group fails everywhere" \
 scenario revoke-kill "3"   --revoke 5:2 --die 3:3:sent
 check "revoke-kill: the failure is reported (EPROCFAIL) over the revoke" \
     grep -q "failed=\[3\] rc=EPROCFAIL" "$TMP/ref"
+
+# One acknowledged-failures state (issue 9): phx_failure_ack reaches the
+# agreement, the shrink and the shrunk group (tests/integration/ftcheck.c).
+timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n 4 "$BIN/phx-ftcheck" ack >"$TMP/ack.out" 2>"$TMP/ack.err"
+rc=$?
+check "ack: phx-ftcheck ack exits 0 (rc $rc)" [ "$rc" = 0 ]
+want="unacked=1 acked=1 after=0 agree=0 failed=0 shrink=0 failed=0 size=3"
+check "ack: every survivor's agreement saw its phx_failure_ack ($want)" \
+    [ "$(grep -c "ftcheck rank [0-2]: $want\$" "$TMP/ack.out")" = 3 ]
 finish

@@ -49,12 +49,28 @@ check "env: peers are 3 distinct local host:port entries" \
      [ $(awk "NR==1 { print \$4 }" "$T/out" | tr , "\n" | sort -u | wc -l) = 3 ]'
 check "env: job id decimal, secret 64 hex, other PHX_* inherited" \
     'awk "NR==1 { exit !(\$5 ~ /^[0-9]+\$/ && \$7 ~ /^[0-9a-f]+\$/ && length(\$7) == 64 && \$8 == \"bar\") }" "$T/out"'
+PHX_LOCAL_SIZE=9 run run -n 3 sh -c 'echo "local=$PHX_LOCAL_SIZE"'
+check "env: PHX_LOCAL_SIZE is the number of nodes on the host (3 here)" '[ $(grep -c "local=3\$" "$T/out") = 3 ]'
+# The rule itself is unit-tested (test_cluster_unit); here real nodes apply it.
+CPUS=$(nproc); W4=$(( CPUS / 4 - 1 )); [ $W4 -ge 1 ] || W4=1
+run run -n 4 "$(dirname "$PHX")/fib" 10 --phx-log=info
+check "cores per node: 4 nodes on $CPUS CPUs run max(1, $CPUS/4 - 1) = $W4 workers each (rank 0 says)" \
+    '[ $RC = 0 ] && grep -q "starting the job ($W4 workers here)" "$T/err"'
+W1=$(( CPUS - 1 )); [ $W1 -ge 1 ] || W1=1
+run run -n 1 "$(dirname "$PHX")/fib" 10 --phx-log=info
+check "cores per node: 1 node on $CPUS CPUs runs $W1 workers" \
+    '[ $RC = 0 ] && grep -q "starting the job ($W1 workers here)" "$T/err"'
 PHX_SECRET=given run run -n 2 sh -c 'echo "s=$PHX_SECRET f=${PHX_SECRET_FILE-unset}"'
 check "env: a preset PHX_SECRET passes unchanged" '[ $(grep -c "s=given f=unset" "$T/out") = 2 ]'
 PHX_SECRET_FILE=/some/file run run sh -c 'echo "s=${PHX_SECRET-unset} f=$PHX_SECRET_FILE"'
 check "env: a preset PHX_SECRET_FILE passes, no secret generated" 'grep -q "s=unset f=/some/file" "$T/out"'
 run run --base-port 24000 -n 2 sh -c 'echo "$PHX_PEERS"'
 check "env: --base-port numbers local ports from P" '[ $(grep -c "127.0.0.1:24000,127.0.0.1:24001" "$T/out") = 2 ]'
+
+# ---- runtime flags before PROGRAM ----------------------------------------------
+run run -n 2 --phx-ft=1 --pidfile "$T/pids" --phx-log=info -- sh -c 'echo "$1 $2 $3"' x a
+check "--phx-* before PROGRAM: accepted and appended to its arguments" \
+    '[ $RC = 0 ] && [ $(grep -c "^\[[01]\] a --phx-ft=1 --phx-log=info\$" "$T/out") = 2 ]'
 
 # ---- output relay ------------------------------------------------------------
 run run -n 3 sh -c '
@@ -83,6 +99,16 @@ check "exit: disagreeing codes -> maximum with a warning" '[ $RC = 2 ] && grep -
 run run -n 2 sh -c 'exit 75'
 check "exit: fenced nodes reported, no normal exit -> 1" \
     '[ $RC = 1 ] && grep -q "rank 1 fenced (declared dead by the cluster)" "$T/err"'
+run run -n 3 sh -c '[ $PHX_RANK = 1 ] && kill -9 $$; exit 76'
+check "exit 76: the summary names the dead rank and why the code is not 0" \
+    '[ $RC = 76 ] && grep -q "^phx: exit 76 (work lost): rank(s) 1 (SIGKILL) died holding work" "$T/err"'
+run run -n 3 sh -c '[ $PHX_RANK = 2 ] && exit 75; [ $PHX_RANK = 1 ] && exit 0; exit 76'
+check "exit 76: fenced ranks named, a rank that exited 0 explained, no mixed-code warning" \
+    '[ $RC = 76 ] && grep -q "rank(s) 2 (fenced) died" "$T/err" &&
+     grep -q "rank 1 exited 0: it saw the job end before" "$T/err" && ! grep -q warning "$T/err"'
+run run -n 3 sh -c '[ $PHX_RANK = 0 ] && kill -9 $$; exit 70'
+check "exit 70: the summary says fault tolerance is off" \
+    '[ $RC = 70 ] && grep -q "^phx: exit 70 (peer lost): rank(s) 0 (SIGKILL) died and fault tolerance is off" "$T/err"'
 
 run run -n 3 sh -c '[ $PHX_RANK = 1 ] && kill -9 $$; sleep 0.5; echo done $PHX_RANK'
 check "sigkill: node death reported with pid, host and signal name" \
@@ -128,6 +154,16 @@ if wait_for '[ -s "$T/pids" ]'; then
 else
     kill -KILL $PID; bad "sigint: job did not start (PHX_PIDFILE)"
 fi
+# SIGKILL cannot be caught: the nodes must not outlive phx (PR_SET_PDEATHSIG).
+rm -f "$T/pids"
+"$PHX" run -n 3 --pidfile "$T/pids" sh -c 'exec sleep 30' >"$T/out" 2>"$T/err" &
+PID=$!
+if wait_for '[ -s "$T/pids" ]'; then
+    kill -KILL $PID; wait $PID 2>/dev/null
+    check "sigkill of phx: every node ends with it" 'wait_for "none_alive \$(pids_of \"\$T/pids\")" 50'
+else
+    kill -KILL $PID; bad "sigkill of phx: job did not start"
+fi
 
 # ---- program lookup --------------------------------------------------------------------
 run run -n 2 no-such-program-phx
@@ -145,7 +181,9 @@ printf '127.0.0.1 slots=2\n\n127.0.0.1 junk=1\n' >"$T/hf_bad"
 run run -f "$T/hf_bad" true
 check "bad hostfile line: exit 2 with file:line" '[ $RC = 2 ] && grep -q "^$T/hf_bad:3: " "$T/err"'
 run run -f "$T/no_such_hostfile" true
-check "unreadable hostfile: exit 2" '[ $RC = 2 ] && grep -q "no_such_hostfile" "$T/err"'
+check "unreadable hostfile: exit 2, the file named, no FILE:0:" \
+    '[ $RC = 2 ] && grep -q "^phx: cannot open hostfile .$T/no_such_hostfile.: No such file" "$T/err" &&
+     ! grep -q ":0:" "$T/err"'
 printf '# MPICH\n127.0.0.1:2\n127.0.0.2:1  # trailing comment\n' >"$T/hf_mpich"
 run run -f "$T/hf_mpich" sh -c 'echo "$PHX_SIZE $PHX_PEERS"'
 check "MPICH hostfile: 3 ranks placed host by host" \
@@ -180,9 +218,19 @@ check "rsh: remote nodes run with rank, peers from base port 17300, PHX_* forwar
      grep -qx "\[0\] 0 far-away-host.invalid:17300,far-away-host.invalid:17301 fwd <a b'"'"'c \$HOME>" "$T/out" &&
      grep -qx "\[1\] 1 far-away-host.invalid:17300,far-away-host.invalid:17301 fwd <a b'"'"'c \$HOME>" "$T/out"'
 check "rsh: invoked as 'RSH HOST env PHX_...=... PROGRAM ARGS'" \
-    '[ $(grep -c "^far-away-host.invalid env .*PHX_RANK=[01] sh -c " "$T/rsh.log") = 2 ]'
+    '[ $(grep -c "^far-away-host.invalid env .*PHX_RANK=[01] PHX_LOCAL_SIZE=2 PHX_SECRET_STDIN=1 sh -c " "$T/rsh.log") = 2 ]'
+PHX_SECRET=s3cr3t-xyz PHX_RSH="$T/fake_rsh" run run -f "$T/hf_remote" sh -c 'read -r s; echo "in=$s"'
+check "rsh: the secret is the first line of stdin, never on the remote command line" \
+    '[ $RC = 0 ] && [ $(grep -c "in=s3cr3t-xyz\$" "$T/out") = 2 ] && ! grep -q s3cr3t "$T/rsh.log" &&
+     [ $(grep -c "PHX_SECRET_STDIN=1 .*PHX_LOCAL_SIZE=2\|PHX_LOCAL_SIZE=2 .*PHX_SECRET_STDIN=1" "$T/rsh.log") -ge 2 ]'
 PHX_RSH="$T/fake_rsh" run run -f "$T/hf_remote" --base-port 25000 sh -c 'exit 5'
 check "rsh: --base-port and exit codes through the remote shell" '[ $RC = 5 ] && grep -q "PHX_PEERS=far-away-host.invalid:25000,far-away-host.invalid:25001" "$T/rsh.log"'
+
+PHX_RSH=/bin/false run run -f "$T/hf_remote" true
+check "PHX_RSH=/bin/false: exit 1 and each failed remote shell is named" \
+    '[ $RC = 1 ] && [ $(grep -c "^phx: rank [01]: ./bin/false far-away-host.invalid \.\.\.. exited with code 1 and printed nothing" "$T/err") = 2 ]'
+PHX_RSH=" " run run -f "$T/hf_remote" true
+check "PHX_RSH of blanks: exit 1 with a message" '[ $RC = 1 ] && grep -q "PHX_RSH names no command" "$T/err"'
 
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]

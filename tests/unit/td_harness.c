@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/common/phx_err.h"
+#include "ft/termination/td_util.h"
 
 typedef struct th_msg {
     struct th_msg *next;
@@ -79,21 +80,6 @@ static void fail(th_sim_t *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(s->res.why, sizeof s->res.why, fmt, ap);
     va_end(ap);
-}
-
-static int grow(void **p, int *cap, int need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    int nc = *cap ? *cap * 2 : 8;
-    while (nc < need)
-        nc *= 2;
-    void *q = realloc(*p, (size_t)nc * elem);
-    if (!q)
-        return PHX_ENOMEM;
-    *p = q;
-    *cap = nc;
-    return 0;
 }
 
 static void chan_push(th_sim_t *s, int src, int dst, th_msg_t *m)
@@ -223,6 +209,8 @@ static void env_release(void *ctx, uint64_t token, const uint8_t *pb)
         if (nd->held[i].token != token)
             continue;
         th_held_t h = nd->held[i];
+        if (s->trace)
+            fprintf(stderr, "  rank %d releases its send to %d\n", nd->rank, h.dst);
         memmove(&nd->held[i], &nd->held[i + 1], (size_t)(nd->nheld - i - 1) * sizeof h);
         nd->nheld--;
         th_msg_t *m = msg_new(s, 1, h.depth, pb, s->cfg.ops->pb_size);
@@ -241,7 +229,7 @@ static void emit(th_sim_t *s, th_node_t *nd, int dst, int depth)
         return;
     s->res.tasks++;
     if (dst == nd->rank) {   /* node-local successor: not a primary message */
-        if (grow((void **)&nd->local, &nd->local_cap, nd->nlocal + 1, sizeof(int)))
+        if (phx_td_grow((void **)&nd->local, &nd->local_cap, nd->nlocal + 1, sizeof(int)))
             return fail(s, "out of memory");
         nd->local[nd->nlocal++] = depth;
         s->res.local++;
@@ -252,8 +240,11 @@ static void emit(th_sim_t *s, th_node_t *nd, int dst, int depth)
     uint64_t tok = s->next_token++;
     int rc = s->cfg.ops->on_send(nd->st, dst, tok, pb);
     s->res.primary++;
+    if (s->trace)
+        fprintf(stderr, "  rank %d sends to %d%s\n", nd->rank, dst,
+                rc == PHX_TD_DELAY ? " (held)" : "");
     if (rc == PHX_TD_DELAY) {
-        if (grow((void **)&nd->held, &nd->held_cap, nd->nheld + 1, sizeof(th_held_t)))
+        if (phx_td_grow((void **)&nd->held, &nd->held_cap, nd->nheld + 1, sizeof(th_held_t)))
             return fail(s, "out of memory");
         nd->held[nd->nheld++] = (th_held_t){ tok, dst, depth };
         s->res.delayed++;
@@ -333,6 +324,8 @@ static void kill_node(th_sim_t *s, int r)
     th_node_t *nd = &s->node[r];
     if (!nd->alive)
         return;
+    if (s->trace)
+        fprintf(stderr, "  rank %d killed\n", r);
     nd->alive = 0;
     nd->nwait = nd->nlocal = nd->nheld = 0;
     for (int x = 0; x < s->n; x++)
@@ -345,7 +338,8 @@ static void kill_node(th_sim_t *s, int r)
         th_msg_t **pp = &c->head, *last = NULL;
         while (*pp) {
             th_msg_t *m = *pp;
-            if (rndf(s) < s->cfg.drop_prob) {
+            int drop = rndf(s) < s->cfg.drop_prob;
+            if (drop || (s->cfg.drop_ctl && !m->primary)) {
                 *pp = m->next;
                 free(m);
                 s->res.dropped++;
@@ -474,7 +468,8 @@ int th_step(th_sim_t *s)
         th_node_t *nd = &s->node[dst];
         if (nd->alive) {
             if (m->primary) {
-                if (grow((void **)&nd->wait, &nd->wait_cap, nd->nwait + 1, sizeof *nd->wait)) {
+                if (phx_td_grow((void **)&nd->wait, &nd->wait_cap, nd->nwait + 1,
+                                sizeof *nd->wait)) {
                     free(m);
                     fail(s, "out of memory");
                     return 0;
@@ -532,6 +527,9 @@ int th_step(th_sim_t *s)
                 if (nd->notice[r] && !s->ch[r * n + i].head && pick-- == 0) {
                     nd->notice[r] = 0;
                     s->owed--;
+                    if (s->trace)
+                        fprintf(stderr, "step %llu: rank %d learns %d failed\n",
+                                (unsigned long long)s->res.steps, i, r);
                     ops->on_failure(nd->st, r);
                     goto done;
                 }
@@ -622,4 +620,11 @@ void th_foreach_msg(th_sim_t *s,
         for (th_msg_t *m = s->ch[id].head; m; m = m->next)
             fn(arg, id / s->n, id % s->n, m->primary, m->data, m->len);
     }
+}
+
+void th_foreach_held(th_sim_t *s, void (*fn)(void *arg, int src, int dst), void *arg)
+{
+    for (int r = 0; r < s->n; r++)
+        for (int i = 0; s->node[r].alive && i < s->node[r].nheld; i++)
+            fn(arg, r, s->node[r].held[i].dst);
 }

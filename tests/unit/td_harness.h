@@ -26,7 +26,8 @@
  *
  * Failures: cfg.kill[i] kills rank r once step k is reached. The dead node
  * is never called again; each of its undelivered outgoing messages is
- * dropped with probability drop_prob; messages to it vanish on arrival.
+ * dropped with probability drop_prob (or, with drop_ctl, every control
+ * message); messages to it vanish on arrival.
  * Each survivor gets on_failure(r) only after every surviving message from
  * r to it was delivered (fail-flush).
  *
@@ -75,6 +76,10 @@ typedef struct th_cfg {
     int nkill;
     struct { int rank; uint64_t step; } kill[TH_MAX_KILLS];
     double drop_prob;          /* per undelivered message of a dead node */
+    /* At a kill, every undelivered control message of the victim is lost
+     * and its primaries survive: the worst loss a missing send fence lets
+     * through (TCP RST on one socket, data already out on another). */
+    int drop_ctl;
     /* Optional extra invariant, after every step: return 0, or nonzero
      * after writing a reason into why. */
     int (*check)(th_sim_t *sim, void *arg, char *why, size_t len);
@@ -112,5 +117,7 @@ void th_foreach_msg(th_sim_t *sim,
                     void *arg);
 /* Count of sends held by the detector at rank (PHX_TD_DELAY). */
 int th_held(th_sim_t *sim, int rank);
+/* Calls fn for every send a live node's detector holds. */
+void th_foreach_held(th_sim_t *sim, void (*fn)(void *arg, int src, int dst), void *arg);
 
 #endif

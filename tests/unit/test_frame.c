@@ -24,7 +24,7 @@ static uint64_t rnd(void)   /* splitmix64: deterministic given the seed */
 }
 static void fill(uint8_t *p, size_t n) { for (size_t i = 0; i < n; i++) p[i] = (uint8_t)rnd(); }
 
-static const unsigned types[] = { PHX_FT_HELLO, PHX_FT_AUTH, PHX_FT_AUTH_OK, PHX_FT_APP, PHX_FT_SPAWN,
+static const unsigned types[] = { PHX_FT_HELLO, PHX_FT_AUTH, PHX_FT_AUTH_OK, PHX_FT_ACK, PHX_FT_APP, PHX_FT_SPAWN,
                                   PHX_FT_CTRL, PHX_FT_HB, PHX_FT_BCAST, PHX_FT_ERA, PHX_FT_TD };
 #define NTYPES (sizeof types / sizeof types[0])
 
@@ -76,6 +76,18 @@ static void test_crc_hw_sw_chain(void **st)
         uint32_t cs = phx_crc32c_sw(seed, buf + off, cut);
         assert_int_equal(phx_crc32c_sw(cs, buf + off + cut, len - cut), s), n++;
     }
+    /* lengths around the interleaved path's 6 KiB blocks */
+    static uint8_t big[5 * 6144 + 64];
+    for (int iter = 0; iter < 40; iter++) {
+        size_t len = iter < 8 ? 6144 * (size_t)(iter / 2) + (iter & 1) * 7 : rnd() % (sizeof big - 8);
+        size_t off = rnd() % 8;
+        fill(big + off, len);
+        uint32_t seed = (uint32_t)rnd();
+        uint32_t s = phx_crc32c_sw(seed, big + off, len);
+        if (hw)
+            assert_int_equal(phx_crc32c_hw(seed, big + off, len), s), n++;
+        assert_int_equal(phx_crc32c(seed, big + off, len), s), n++;
+    }
     printf("crc hw/sw/chain: %d checks\n", n);
 }
 
@@ -115,6 +127,7 @@ static size_t mk_frame(uint8_t *out, phx_frame_hdr_t *h, size_t len)
     h->len = (uint32_t)len;
     h->src = rnd(); h->dst = rnd(); h->ssn = rnd();
     h->inc = (uint32_t)rnd(); h->tag = (uint32_t)rnd();
+    h->lseq = rnd(); h->lack = rnd();
     fill(out + PHX_FRAME_HDR, len);
     phx_frame_encode(out, h, out + PHX_FRAME_HDR);
     return PHX_FRAME_HDR + len;
@@ -131,6 +144,7 @@ static void assert_hdr_eq(const phx_frame_hdr_t *a, const phx_frame_hdr_t *b)
     assert_true(a->src == b->src && a->dst == b->dst && a->ssn == b->ssn);
     assert_int_equal(a->inc, b->inc);
     assert_int_equal(a->tag, b->tag);
+    assert_true(a->lseq == b->lseq && a->lack == b->lack);
 }
 
 /* ---- tests ------------------------------------------------------------ */
@@ -157,27 +171,38 @@ static void test_layout(void **st)
     uint8_t out[PHX_FRAME_HDR + 3];
     phx_frame_hdr_t h = { .type = PHX_FT_APP, .flags = 1, .len = 3,
                           .src = 0x0102030405060708ull, .dst = 0x1112131415161718ull,
-                          .ssn = 0x2122232425262728ull, .inc = 0x31323334, .tag = 0x41424344 };
+                          .ssn = 0x2122232425262728ull, .inc = 0x31323334, .tag = 0x41424344,
+                          .lseq = 0x5152535455565758ull, .lack = 0x6162636465666768ull };
     memcpy(out + PHX_FRAME_HDR, "abc", 3);
     phx_frame_encode(out, &h, "abc");
     assert_memory_equal(out, "PHLX", 4);
-    assert_int_equal(out[4], 1);
+    assert_int_equal(out[4], 2);
     assert_int_equal(out[5], 16);
     assert_int_equal(out[6], 1); assert_int_equal(out[7], 0);
     assert_int_equal(out[8], 3); assert_int_equal(out[11], 0);
     assert_int_equal(out[16], 0x08); assert_int_equal(out[23], 0x01);
     assert_int_equal(out[24], 0x18); assert_int_equal(out[32], 0x28);
     assert_int_equal(out[40], 0x34); assert_int_equal(out[44], 0x44); assert_int_equal(out[47], 0x41);
+    assert_int_equal(out[48], 0x58); assert_int_equal(out[55], 0x51);
+    assert_int_equal(out[56], 0x68); assert_int_equal(out[63], 0x61);
     assert_int_equal(h.magic, PHX_FRAME_MAGIC);
     assert_int_equal(h.version, PHX_WIRE_VERSION);
-    /* crc = CRC32C(header with crc zeroed || payload), computed independently */
-    uint8_t tmp[PHX_FRAME_HDR + 3];
-    memcpy(tmp, out, sizeof tmp);
-    memset(tmp + 12, 0, 4);
+    /* crc = CRC32C(payload || header with crc zeroed), computed independently */
+    uint8_t tmp[3 + PHX_FRAME_HDR];
+    memcpy(tmp, "abc", 3);
+    memcpy(tmp + 3, out, PHX_FRAME_HDR);
+    memset(tmp + 3 + 12, 0, 4);
     uint32_t want = phx_crc32c_sw(0, tmp, sizeof tmp);
     assert_int_equal(h.crc, want);
     assert_int_equal(phx_get_le32(out + 12), want);
-    printf("layout: 20 byte-position checks\n");
+    /* put_hdr + seal, as the transport builds frames, gives a valid frame */
+    phx_frame_hdr_t h2 = h;
+    phx_frame_put_hdr(out, &h2, "abc");
+    phx_frame_seal(out, 7, 9);
+    phx_frame_hdr_t d;
+    assert_int_equal(phx_frame_decode(out, sizeof out, 16, &d, NULL), (int)sizeof out);
+    assert_true(d.lseq == 7 && d.lack == 9 && d.ssn == h.ssn);
+    printf("layout: 24 byte-position checks, seal\n");
 }
 
 static void test_roundtrip(void **st)
@@ -270,7 +295,7 @@ static void test_field_corruption(void **st)
     memcpy(bad, buf, tot); bad[0] = 'X';
     assert_int_equal(phx_frame_decode(bad, tot, 1000, &d, &why), PHX_EPROTO);
     assert_non_null(strstr(why, "bad magic 0x")), n++;
-    memcpy(bad, buf, tot); bad[4] = 2;
+    memcpy(bad, buf, tot); bad[4] = 1;   /* the previous wire version */
     assert_int_equal(phx_frame_decode(bad, tot, 1000, &d, &why), PHX_EVERSION), n++;
     memcpy(bad, buf, tot); bad[5] = 99;
     assert_int_equal(phx_frame_decode(bad, tot, 1000, &d, &why), PHX_EPROTO);
@@ -304,9 +329,9 @@ static void test_fail_fast(void **st)
     assert_int_equal(phx_frame_decode((const uint8_t *)"GET / HTTP/1.1", 4, 100, &d, NULL), PHX_EPROTO), n++;
     uint8_t v[5] = { 'P', 'H', 'L', 'X', 9 };
     assert_int_equal(phx_frame_decode(v, 5, 100, &d, NULL), PHX_EVERSION), n++;
-    uint8_t t[6] = { 'P', 'H', 'L', 'X', 1, 0 };
+    uint8_t t[6] = { 'P', 'H', 'L', 'X', PHX_WIRE_VERSION, 0 };
     assert_int_equal(phx_frame_decode(t, 6, 100, &d, NULL), PHX_EPROTO), n++;
-    uint8_t f[8] = { 'P', 'H', 'L', 'X', 1, PHX_FT_APP, 2, 0 };
+    uint8_t f[8] = { 'P', 'H', 'L', 'X', PHX_WIRE_VERSION, PHX_FT_APP, 2, 0 };
     assert_int_equal(phx_frame_decode(f, 8, 100, &d, NULL), PHX_EPROTO), n++;
     f[6] = 1;
     assert_int_equal(phx_frame_decode(f, 8, 100, &d, NULL), PHX_ETRUNC), n++;

@@ -848,7 +848,7 @@ static void test_api_errors(void **state)
     phx_ft_era_t *e = s->era[0], *bad = NULL;
     phx_ft_era_env_t env = { .send = cb_send, .decided = cb_decided };
     assert_int_equal(phx_ft_era_create(&env, 3, 3, &bad), PHX_EINVAL);
-    assert_int_equal(phx_ft_era_create(&env, 0, PHX_FT_ERA_MAX_RANKS + 1, &bad), PHX_EINVAL);
+    assert_int_equal(phx_ft_era_create(&env, 0, PHX_FT_ERA_ENGINE_MAX_RANKS + 1, &bad), PHX_EINVAL);
     env.send = NULL;
     assert_int_equal(phx_ft_era_create(&env, 0, 3, &bad), PHX_EINVAL);
     assert_int_equal(phx_ft_era_on_failure(e, 0), PHX_EFENCED);

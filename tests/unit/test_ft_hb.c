@@ -62,6 +62,40 @@ static size_t enc_hdr(uint8_t *p, unsigned type, int sender, uint32_t inc, int n
     return 16;
 }
 
+/* Digest of D (README): XOR over r in D of splitmix64's finaliser of r. */
+static uint64_t digest_of(const int *D, int nd)
+{
+    uint64_t h = 0;
+    for (int i = 0; i < nd; i++) {
+        uint64_t x = (uint64_t)D[i] + 0x9E3779B97F4A7C15ull;
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+        h ^= x ^ (x >> 31);
+    }
+    return h;
+}
+
+static size_t enc_beat(uint8_t *p, int sender, uint32_t inc, int n, const int *D, int nd)
+{
+    enc_hdr(p, PHX_FT_HB_HEARTBEAT, sender, inc, n);
+    le32(p + 16, (uint32_t)nd);
+    uint64_t h = digest_of(D, nd);
+    le32(p + 20, (uint32_t)h);
+    le32(p + 24, (uint32_t)(h >> 32));
+    return 28;
+}
+
+static size_t enc_dset(uint8_t *p, int sender, int n, unsigned flags, const int *D, int nd)
+{
+    enc_hdr(p, PHX_FT_HB_DSET, sender, 0, n);
+    p[16] = (uint8_t)flags;
+    p[17] = p[18] = p[19] = 0;
+    le32(p + 20, (uint32_t)nd);
+    for (int i = 0; i < nd; i++)
+        le32(p + 24 + 4 * i, (uint32_t)D[i]);
+    return 24 + 4 * (size_t)nd;
+}
+
 static size_t enc_bcast(uint8_t *p, int sender, int n, int origin, uint32_t seq, int dead,
                         int cube, int tree, const int *D, int nd)
 {
@@ -134,6 +168,13 @@ static phx_ft_hb_t *mk(int n, int rank, const int *ring, struct cap *c, uint32_t
     return hb;
 }
 
+static phx_ft_hb_t *mk_started(int n, int rank, struct cap *c)
+{
+    phx_ft_hb_t *hb = mk(n, rank, NULL, c, 0);
+    assert_int_equal(phx_ft_hb_start(hb, 0), 0);
+    return hb;
+}
+
 static int count_type(const struct cap *c, unsigned type, int dst)
 {
     int k = 0;
@@ -144,9 +185,19 @@ static int count_type(const struct cap *c, unsigned type, int dst)
 
 static void feed_simple(phx_ft_hb_t *hb, int src, unsigned type, int n, uint64_t now, int want)
 {
-    uint8_t b[16];
-    size_t len = enc_hdr(b, type, src, 0, n);
+    uint8_t b[32];
+    size_t len = type == PHX_FT_HB_HEARTBEAT ? enc_beat(b, src, 0, n, NULL, 0)
+                                             : enc_hdr(b, type, src, 0, n);
     assert_int_equal(phx_ft_hb_on_msg(hb, src, type, b, len, now), want);
+}
+
+/* Ticks at every deadline up to `until`, as the runtime's timer does: calls
+ * further apart than the stall slack would read as a stall. */
+static void run_to(phx_ft_hb_t *hb, uint64_t until)
+{
+    uint64_t d;
+    while ((d = phx_ft_hb_next_deadline(hb)) <= until)
+        assert_int_equal(phx_ft_hb_tick(hb, d), 0);
 }
 
 /* T1: a heartbeat to the observer at start and every eta after. */
@@ -187,14 +238,16 @@ static void test_t2_t3_suspicion(void **state)
         feed_simple(hb, 7, PHX_FT_HB_HEARTBEAT, n, t, 0);   /* emitter */
         feed_simple(hb, 3, PHX_FT_HB_HEARTBEAT, n, t, 0);   /* stray: no effect */
         assert_int_equal(phx_ft_hb_tick(hb, t), 0);
+        run_to(hb, t + DELTA / 2 - 1);
     }
     assert_int_equal(phx_ft_hb_dead_count(hb), 0);
     uint64_t last = t - DELTA / 2;
     /* Keep only the stray beating: the deadline stays last + delta. */
+    run_to(hb, last + DELTA - 2);
     feed_simple(hb, 3, PHX_FT_HB_HEARTBEAT, n, last + DELTA - 1, 0);
     assert_true(phx_ft_hb_next_deadline(hb) <= last + DELTA);
     c.ns = 0;
-    uint64_t now = last + DELTA;
+    uint64_t now = last + DELTA + 1;   /* T3 declares on the confirmation tick */
     while (phx_ft_hb_next_deadline(hb) <= now)
         assert_int_equal(phx_ft_hb_tick(hb, phx_ft_hb_next_deadline(hb)), 0);
     /* T3: 7 dead, new emitter 6 gets NEWOBSERVER, broadcast per topology. */
@@ -219,7 +272,7 @@ static void test_t2_t3_suspicion(void **state)
         nd = phx_ft_hb_next_deadline(hb);
     }
     assert_int_equal(phx_ft_hb_dead_count(hb), 1);
-    assert_int_equal(phx_ft_hb_tick(hb, now + 2 * DELTA), 0);
+    run_to(hb, now + 2 * DELTA + 1);
     assert_int_equal(phx_ft_hb_dead_count(hb), 2);
     assert_true(phx_ft_hb_is_dead(hb, 6));
     assert_int_equal(phx_ft_hb_emitter(hb), 5);
@@ -384,20 +437,20 @@ static void test_incarnation(void **state)
     struct cap c;
     phx_ft_hb_t *hb = mk(4, 0, NULL, &c, 7);
     assert_int_equal(phx_ft_hb_start(hb, 0), 0);
-    uint8_t b[16];
-    size_t len = enc_hdr(b, PHX_FT_HB_HEARTBEAT, 3, 5, 4);
+    uint8_t b[32];
+    size_t len = enc_beat(b, 3, 5, 4, NULL, 0);
     assert_int_equal(phx_ft_hb_on_msg(hb, 3, PHX_FT_HB_HEARTBEAT, b, len, 1), 0);
     assert_int_equal(phx_ft_hb_incarnation(hb, 3), 5);
     assert_true(phx_ft_hb_accept(hb, 3, 5));
     assert_false(phx_ft_hb_accept(hb, 3, 4));
-    len = enc_hdr(b, PHX_FT_HB_HEARTBEAT, 3, 4, 4);
+    len = enc_beat(b, 3, 4, 4, NULL, 0);
     assert_int_equal(phx_ft_hb_on_msg(hb, 3, PHX_FT_HB_HEARTBEAT, b, len, 2), 0);
     phx_ft_hb_stats_t st;
     phx_ft_hb_get_stats(hb, &st);
     assert_int_equal(st.stale_inc, 1);
     assert_int_equal(phx_ft_hb_dead_count(hb), 0);
     c.ns = 0;
-    len = enc_hdr(b, PHX_FT_HB_HEARTBEAT, 3, 6, 4);
+    len = enc_beat(b, 3, 6, 4, NULL, 0);
     assert_int_equal(phx_ft_hb_on_msg(hb, 3, PHX_FT_HB_HEARTBEAT, b, len, 3), 0);
     assert_true(phx_ft_hb_is_dead(hb, 3));
     assert_int_equal(c.dead_calls[3], 1);
@@ -407,7 +460,8 @@ static void test_incarnation(void **state)
     phx_ft_hb_destroy(hb);
 }
 
-static void test_ack(void **state)
+/* D grows in the order ranks joined it; a broadcast's whole D is merged. */
+static void test_dead_order(void **state)
 {
     (void)state;
     struct cap c;
@@ -420,20 +474,13 @@ static void test_ack(void **state)
     phx_ft_bcast_destroy(b);
     size_t len = enc_bcast(msg, 4, 8, 4, 1, 5, cube, 0, D1, 1);
     assert_int_equal(phx_ft_hb_on_msg(hb, 4, PHX_FT_HB_BCASTMSG, msg, len, 1), 0);
-    assert_int_equal(phx_ft_hb_new_count(hb), 1);
-    assert_false(phx_ft_hb_is_acked(hb, 5));
-    phx_ft_hb_ack(hb);
-    assert_true(phx_ft_hb_is_acked(hb, 5));
-    assert_int_equal(phx_ft_hb_new_count(hb), 0);
+    assert_int_equal(phx_ft_hb_dead_count(hb), 1);
     assert_int_equal(phx_ft_bcast_create(8, 4, D2, 2, &b), 0);
     cube = phx_ft_bcast_forward(b, 0, 0, 0, NULL, 0) >= 0 ? 0 : 1;
     phx_ft_bcast_destroy(b);
     len = enc_bcast(msg, 4, 8, 4, 2, 2, cube, 0, D2, 2);
     assert_int_equal(phx_ft_hb_on_msg(hb, 4, PHX_FT_HB_BCASTMSG, msg, len, 2), 0);
     assert_int_equal(phx_ft_hb_dead_count(hb), 2);
-    assert_int_equal(phx_ft_hb_acked_count(hb), 1);
-    assert_int_equal(phx_ft_hb_new_count(hb), 1);
-    assert_false(phx_ft_hb_is_acked(hb, 2));
     int l[4];
     assert_int_equal(phx_ft_hb_dead_list(hb, l, 4), 2);
     assert_int_equal(l[0], 5);
@@ -442,24 +489,150 @@ static void test_ack(void **state)
     phx_ft_hb_destroy(hb);
 }
 
-/* suspect(): shortens the emitter's timer only, never declares by itself. */
-static void test_suspect_hint(void **state)
+/* DSET: a heartbeat whose digest differs from ours gets our D with the
+ * reply flag; a DSET is merged (once per rank), answered with the union
+ * only if asked and we knew more, and fences us if it holds us. */
+static void test_dset_exchange(void **state)
 {
     (void)state;
+    struct cap c;
+    uint8_t m[128];
+    phx_ft_hb_t *hb = mk_started(8, 0, &c);
+    int D2[1] = { 2 }, D25[2] = { 2, 5 }, D0[2] = { 0, 6 }, bad[2] = { 5, 2 };
+    size_t len = enc_dset(m, 7, 8, 0, D2, 1);   /* no reply wanted */
+    assert_int_equal(phx_ft_hb_on_msg(hb, 7, PHX_FT_HB_DSET, m, len, 1), 0);
+    assert_true(phx_ft_hb_is_dead(hb, 2));
+    assert_int_equal(c.ns, 0);
+    /* the emitter's heartbeat shows D = {}: it gets {2}, reply wanted */
+    len = enc_beat(m, 7, 0, 8, NULL, 0);
+    assert_int_equal(phx_ft_hb_on_msg(hb, 7, PHX_FT_HB_HEARTBEAT, m, len, 2), 0);
+    assert_int_equal(c.ns, 1);
+    assert_int_equal(c.s[0].type, PHX_FT_HB_DSET);
+    assert_int_equal(c.s[0].len, enc_dset(m, 0, 8, 1, D2, 1));
+    assert_memory_equal(c.s[0].buf, m, c.s[0].len);
+    /* an equal digest: silence */
+    len = enc_beat(m, 7, 0, 8, D2, 1);
+    assert_int_equal(phx_ft_hb_on_msg(hb, 7, PHX_FT_HB_HEARTBEAT, m, len, 3), 0);
+    assert_int_equal(c.ns, 1);
+    /* {2,5} asking for a reply: 5 joins, nothing more to tell */
+    len = enc_dset(m, 7, 8, 1, D25, 2);
+    assert_int_equal(phx_ft_hb_on_msg(hb, 7, PHX_FT_HB_DSET, m, len, 4), 0);
+    assert_int_equal(phx_ft_hb_dead_count(hb), 2);
+    assert_int_equal(c.ns, 1);
+    /* {2} asking for a reply: we answer {2,5} */
+    len = enc_dset(m, 7, 8, 1, D2, 1);
+    assert_int_equal(phx_ft_hb_on_msg(hb, 7, PHX_FT_HB_DSET, m, len, 5), 0);
+    assert_int_equal(c.ns, 2);
+    assert_int_equal(c.s[1].len, enc_dset(m, 0, 8, 0, D25, 2));
+    assert_memory_equal(c.s[1].buf, m, c.s[1].len);
+    assert_int_equal(c.dead_calls[2], 1);
+    assert_int_equal(c.dead_calls[5], 1);
+    /* malformed: unsorted, holding the sender, bad flags */
+    len = enc_dset(m, 7, 8, 0, bad, 2);
+    assert_int_equal(phx_ft_hb_on_msg(hb, 7, PHX_FT_HB_DSET, m, len, 6), PHX_EPROTO);
+    int self[1] = { 7 };
+    len = enc_dset(m, 7, 8, 0, self, 1);
+    assert_int_equal(phx_ft_hb_on_msg(hb, 7, PHX_FT_HB_DSET, m, len, 6), PHX_EPROTO);
+    len = enc_dset(m, 7, 8, 2, D2, 1);
+    assert_int_equal(phx_ft_hb_on_msg(hb, 7, PHX_FT_HB_DSET, m, len, 6), PHX_EPROTO);
+    /* holding us: fenced */
+    len = enc_dset(m, 3, 8, 0, D0, 2);
+    assert_int_equal(phx_ft_hb_on_msg(hb, 3, PHX_FT_HB_DSET, m, len, 7), PHX_EFENCED);
+    assert_int_equal(c.fenced, 1);
+    phx_ft_hb_destroy(hb);
+}
+
+/* Stalls (issue 9, item 5). T3 declares on a confirmation tick, so a
+ * heartbeat that arrived while we were late re-arms instead. A late thread
+ * (gap past 2 eta, below the stall slack) moves the deadline by at most
+ * delta past its nominal value: declared by 2 delta of silence. A gap past
+ * the slack gives the emitter a fresh delta and puts us in doubt only if it
+ * was long enough (delta - 2 eta) for our observer to declare us. */
+static void test_stall_and_jitter(void **state)
+{
+    (void)state;
+    struct cap c;
+    phx_ft_hb_t *hb = mk_started(5, 0, &c);
+    feed_simple(hb, 4, PHX_FT_HB_HEARTBEAT, 5, 2 * DELTA, 0);
+    run_to(hb, 3 * DELTA);   /* nominal deadline 3 delta: confirmation armed */
+    assert_false(phx_ft_hb_is_dead(hb, 4));
+    assert_int_equal(phx_ft_hb_next_deadline(hb), 3 * DELTA + 1);
+    feed_simple(hb, 4, PHX_FT_HB_HEARTBEAT, 5, 3 * DELTA, 0);   /* was in the socket */
+    run_to(hb, 4 * DELTA - 1);
+    assert_false(phx_ft_hb_is_dead(hb, 4));
+    /* late by 0.3 delta each time: extended, but declared by nominal + delta */
+    for (uint64_t t = 4 * DELTA + 3 * DELTA / 10; !phx_ft_hb_is_dead(hb, 4); t += 3 * DELTA / 10) {
+        assert_true(t <= 5 * DELTA + 3 * DELTA / 10);
+        assert_int_equal(phx_ft_hb_tick(hb, t), 0);
+        run_to(hb, t + 1);   /* the confirmation tick */
+    }
+    phx_ft_hb_stats_t st;
+    phx_ft_hb_get_stats(hb, &st);
+    assert_int_equal(st.stalls, 0);
+    assert_true(st.late >= 3);
+    assert_false(phx_ft_hb_in_doubt(hb, 5 * DELTA));
+    phx_ft_hb_destroy(hb);
+
+    /* a stop of 2 delta: fresh delta for the emitter, in doubt for 2 delta */
+    hb = mk_started(5, 0, &c);
+    feed_simple(hb, 4, PHX_FT_HB_HEARTBEAT, 5, 2 * DELTA, 0);
+    run_to(hb, 2 * DELTA);
+    uint64_t back = 4 * DELTA;
+    assert_int_equal(phx_ft_hb_tick(hb, back), 0);
+    phx_ft_hb_get_stats(hb, &st);
+    assert_int_equal(st.stalls, 1);
+    assert_false(phx_ft_hb_is_dead(hb, 4));
+    assert_true(phx_ft_hb_in_doubt(hb, back));
+    assert_true(phx_ft_hb_in_doubt(hb, back + 2 * DELTA));
+    assert_false(phx_ft_hb_in_doubt(hb, back + 2 * DELTA + 1));
+    run_to(hb, back + DELTA - 1);
+    assert_false(phx_ft_hb_is_dead(hb, 4));
+    run_to(hb, back + DELTA + 1);
+    assert_true(phx_ft_hb_is_dead(hb, 4));
+    phx_ft_hb_destroy(hb);
+
+    /* a stop of 0.6 delta: a stall (fresh delta) but not in doubt */
+    hb = mk_started(5, 0, &c);
+    run_to(hb, DELTA);
+    assert_int_equal(phx_ft_hb_tick(hb, DELTA + 6 * DELTA / 10), 0);
+    phx_ft_hb_get_stats(hb, &st);
+    assert_int_equal(st.stalls, 1);
+    assert_false(phx_ft_hb_in_doubt(hb, DELTA + 6 * DELTA / 10));
+    phx_ft_hb_destroy(hb);
+}
+
+/* A hint shortens the emitter's timer to now + grace only, never declares
+ * by itself: the observer's T3 does, one tick after the deadline. */
+static void check_hint(int (*suspect)(phx_ft_hb_t *, int, uint64_t), uint64_t grace)
+{
     struct cap c;
     phx_ft_hb_t *hb = mk(5, 0, NULL, &c, 0);
     assert_int_equal(phx_ft_hb_start(hb, 0), 0);
     feed_simple(hb, 4, PHX_FT_HB_HEARTBEAT, 5, 3 * DELTA, 0);
-    assert_int_equal(phx_ft_hb_suspect(hb, 2, 3 * DELTA), 0);   /* not the emitter */
-    assert_int_equal(phx_ft_hb_suspect(hb, 9, 3 * DELTA), PHX_EINVAL);
-    assert_int_equal(phx_ft_hb_suspect(hb, 4, 3 * DELTA + 1), 1);
+    assert_int_equal(suspect(hb, 2, 3 * DELTA), 0);   /* not the emitter */
+    assert_int_equal(suspect(hb, 9, 3 * DELTA), PHX_EINVAL);
+    assert_int_equal(suspect(hb, 4, 3 * DELTA + 1), 1);
     assert_int_equal(phx_ft_hb_dead_count(hb), 0);
-    assert_int_equal(phx_ft_hb_next_deadline(hb) <= 3 * DELTA + 1 + DELTA / 2, 1);
+    assert_true(phx_ft_hb_next_deadline(hb) <= 3 * DELTA + 1 + grace);
     uint64_t t;
-    while ((t = phx_ft_hb_next_deadline(hb)) <= 3 * DELTA + 1 + DELTA / 2)
+    while ((t = phx_ft_hb_next_deadline(hb)) <= 3 * DELTA + 2 + grace)
         assert_int_equal(phx_ft_hb_tick(hb, t), 0);
     assert_true(phx_ft_hb_is_dead(hb, 4));
     phx_ft_hb_destroy(hb);
+}
+
+/* suspect(): a TCP reset; grace delta/2. */
+static void test_suspect_hint(void **state)
+{
+    (void)state;
+    check_hint(phx_ft_hb_suspect, DELTA / 2);
+}
+
+/* suspect_gone(): the rank's port refused a redial; no grace. */
+static void test_suspect_gone(void **state)
+{
+    (void)state;
+    check_hint(phx_ft_hb_suspect_gone, 0);
 }
 
 /* Malformed input: PHX_EPROTO with no send, no callback and no state change.
@@ -497,7 +670,7 @@ static void test_malformed_fuzz(void **state)
         uint8_t m[256];
         size_t len;
         int src = 1 + (int)rnd_below(n - 1);
-        unsigned type = 1 + (unsigned)rnd_below(4);
+        unsigned type = 1 + (unsigned)rnd_below(5);
         switch (type) {
         case PHX_FT_HB_BCASTMSG: {
             int D[4] = { 3, 6, 9, 12 }, nd = 1 + (int)rnd_below(4);
@@ -512,6 +685,14 @@ static void test_malformed_fuzz(void **state)
             le32(m + 20, 0);
             len += 8;
             break;
+        case PHX_FT_HB_HEARTBEAT:
+            len = enc_beat(m, src, 0, n, NULL, 0);
+            break;
+        case PHX_FT_HB_DSET: {
+            int D[3] = { 4, 7, 11 }, nd = (int)rnd_below(4);
+            len = enc_dset(m, src, n, (unsigned)rnd_below(2), D, nd);
+            break;
+        }
         default:
             len = enc_hdr(m, type, src, 0, n);
         }
@@ -700,6 +881,7 @@ struct sim {
     /* when trigger_rank is first declared dead, crash trigger_victim
      * (-1: the declarer) trigger_delay later */
     int trigger_rank, trigger_victim;
+    uint32_t trigger_mask;   /* if set: crash all of these instead of the victim */
     uint64_t trigger_delay;
     int false_dead;          /* a live, never-paused rank was declared */
     long msgs, events;
@@ -786,7 +968,11 @@ static void sim_dead(void *ctx, int rank, uint64_t now)
     if (rank == s->trigger_rank) {
         s->trigger_rank = -1;
         int victim = s->trigger_victim < 0 ? nd->rank : s->trigger_victim;
-        schedule(s, now + s->trigger_delay, ACT_CRASH, victim, 0);
+        for (int r = 0; r < s->n && s->trigger_mask; r++)
+            if (s->trigger_mask & (1u << r))
+                schedule(s, now + s->trigger_delay, ACT_CRASH, r, 0);
+        if (!s->trigger_mask)
+            schedule(s, now + s->trigger_delay, ACT_CRASH, victim, 0);
     }
 }
 
@@ -1217,6 +1403,56 @@ static void test_sim_random_soak(void **state)
     printf("hb sim: random soak: %ld runs, %ld failures, all survivors agree\n", runs, killed);
 }
 
+/* Past the broadcast's bound (issue 9, item 2): n = 8, every failure set
+ * of 1 to 7 ranks (a whole host of a 2-host layout, all but one), on the
+ * identity ring and on the host-jumping ring of 2 hosts x 4, crashed
+ * (0) all at once, (1) one first and the rest while its death is being
+ * broadcast, (2) at seeded random times within 3 delta. Every survivor ends
+ * with D == the failure set, learned once, and the live ring. */
+static void test_sim_exhaustive_n8(void **state)
+{
+    (void)state;
+    const int n = 8;
+    const uint64_t tau = DELTA / 20;
+    uint32_t two_hosts[8];
+    for (int r = 0; r < n; r++)
+        two_hosts[r] = (uint32_t)(r / 4);
+    long runs = 0, past_bound = 0;
+    for (int layout = 0; layout < 2; layout++) {
+        for (uint32_t mask = 1; mask < 255; mask++) {
+            int f = __builtin_popcount(mask);
+            for (int mode = 0; mode < 3; mode++) {
+                uint64_t seed = 40000 + (uint64_t)layout * 10000 + mask * 3 + (uint64_t)mode;
+                struct sim *s = sim_new(n, tau, seed, layout ? two_hosts : NULL);
+                uint8_t exp[MAXN] = { 0 };
+                uint64_t t = 3 * DELTA + rnd_below(DELTA);
+                int first = __builtin_ctz(mask);
+                for (int r = 0; r < n; r++) {
+                    if (!(mask & (1u << r)))
+                        continue;
+                    exp[r] = 1;
+                    if (mode == 0 || (mode == 1 && r == first))
+                        schedule(s, t, ACT_CRASH, r, 0);
+                    else if (mode == 2)
+                        schedule(s, t + rnd_below(3 * DELTA), ACT_CRASH, r, 0);
+                }
+                if (mode == 1 && f > 1) {
+                    s->trigger_rank = first;
+                    s->trigger_mask = mask & ~(1u << first);
+                    s->trigger_delay = rnd_below(tau);
+                }
+                sim_run(s, t + 60 * DELTA);
+                check_outcome(s, exp, 0, NULL);
+                sim_free(s);
+                runs++;
+                past_bound += f > floor_log2(n) - 1;
+            }
+        }
+    }
+    printf("hb sim: exhaustive n=8: %ld runs (%ld past the broadcast's bound), all survivors "
+           "agree\n", runs, past_bound);
+}
+
 int main(void)
 {
     phx_log_set_level(PHX_LOG_ERROR);   /* fencing and stalls are expected here */
@@ -1227,8 +1463,11 @@ int main(void)
         cmocka_unit_test(test_t5_findemitter_exhaustive),
         cmocka_unit_test(test_fencing_paths),
         cmocka_unit_test(test_incarnation),
-        cmocka_unit_test(test_ack),
+        cmocka_unit_test(test_dead_order),
         cmocka_unit_test(test_suspect_hint),
+        cmocka_unit_test(test_suspect_gone),
+        cmocka_unit_test(test_dset_exchange),
+        cmocka_unit_test(test_stall_and_jitter),
         cmocka_unit_test(test_malformed_fuzz),
         cmocka_unit_test(test_ring_order),
         cmocka_unit_test(test_sim_no_false_suspicion),
@@ -1238,6 +1477,7 @@ int main(void)
         cmocka_unit_test(test_sim_pause),
         cmocka_unit_test(test_sim_hints),
         cmocka_unit_test(test_sim_random_soak),
+        cmocka_unit_test(test_sim_exhaustive_n8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,7 +114,8 @@ static int parse_line(const char *name, int ln, char *line, phx_hostlist_t *hl,
         hlen = (size_t)(rb - host);
         if (rb[1] == ':') {
             if ((slots = parse_count(rb + 2, strlen(rb + 2))) < 0)
-                return fail(err, errlen, "%s:%d: bad slot count '%s'", name, ln, rb + 2);
+                return fail(err, errlen, "%s:%d: bad slot count '%s' (a whole number from 1 to %d)",
+                            name, ln, rb + 2, PHX_HF_MAX_SLOTS);
         } else if (rb[1]) {
             return fail(err, errlen, "%s:%d: junk after host: '%s'", name, ln, rb + 1);
         }
@@ -123,7 +124,8 @@ static int parse_line(const char *name, int ln, char *line, phx_hostlist_t *hl,
         if (c && memchr(tok, ':', (size_t)(c - tok)) == NULL) {
             hlen = (size_t)(c - tok);
             if ((slots = parse_count(c + 1, strlen(c + 1))) < 0)
-                return fail(err, errlen, "%s:%d: bad slot count '%s'", name, ln, c + 1);
+                return fail(err, errlen, "%s:%d: bad slot count '%s' (a whole number from 1 to %d)",
+                            name, ln, c + 1, PHX_HF_MAX_SLOTS);
         }
     }
     if (!hlen)
@@ -139,10 +141,12 @@ static int parse_line(const char *name, int ln, char *line, phx_hostlist_t *hl,
         int is_max = eq && ((klen == 9 && !memcmp(tok, "max_slots", 9)) ||
                             (klen == 9 && !memcmp(tok, "max-slots", 9)));
         if (!is_slots && !is_max)
-            return fail(err, errlen, "%s:%d: unexpected token '%s'", name, ln, tok);
+            return fail(err, errlen, "%s:%d: unexpected token '%s' (expected slots=N or max_slots=N)",
+                        name, ln, tok);
         int v = parse_count(eq + 1, strlen(eq + 1));
         if (v < 0)
-            return fail(err, errlen, "%s:%d: bad slot count '%s'", name, ln, tok);
+            return fail(err, errlen, "%s:%d: bad slot count '%s' (a whole number from 1 to %d)",
+                            name, ln, tok, PHX_HF_MAX_SLOTS);
         if (is_slots) {
             if (slots)
                 return fail(err, errlen, "%s:%d: slot count given twice", name, ln);
@@ -153,7 +157,8 @@ static int parse_line(const char *name, int ln, char *line, phx_hostlist_t *hl,
     if (rc == PHX_ERANGE)
         return fail(err, errlen, "%s:%d: too many slots for host '%.*s'", name, ln, (int)hlen, host);
     if (rc)
-        fail(err, errlen, "%s:%d: %s", name, ln, phx_strerror(rc));
+        fail(err, errlen, "%s:%d: cannot add host '%.*s': %s", name, ln, (int)hlen, host,
+             phx_strerror(rc));
     return rc;
 }
 
@@ -184,7 +189,7 @@ int phx_hf_parse_file(const char *path, phx_hostlist_t *hl, char *err, size_t er
     FILE *fp = fopen(path, "r");
     if (!fp) {
         int e = errno;
-        fail(err, errlen, "%s:0: cannot open hostfile: %s", path, strerror(e));
+        fail(err, errlen, "phx: cannot open hostfile '%s': %s", path, strerror(e));
         return -e;
     }
     char *line = NULL;
@@ -194,7 +199,7 @@ int phx_hf_parse_file(const char *path, phx_hostlist_t *hl, char *err, size_t er
         rc = parse_line(path, ++ln, line, hl, err, errlen);
     if (!rc && ferror(fp)) {
         int e = errno ? errno : EIO;
-        fail(err, errlen, "%s:%d: read error: %s", path, ln + 1, strerror(e));
+        fail(err, errlen, "%s:%d: cannot read the hostfile: %s", path, ln + 1, strerror(e));
         rc = -e;
     }
     free(line);

@@ -53,6 +53,16 @@ int phx_slurm_expand(const char *list, phx_hostlist_t *hl, char *err, size_t err
 /* Applies SLURM_TASKS_PER_NODE ("2(x3),1") to the hosts already in hl. */
 int phx_slurm_tasks(const char *tpn, phx_hostlist_t *hl, char *err, size_t errlen);
 
+/* Direct launch (srun PROG, no phx): when SLURM_PROCID and
+ * SLURM_STEP_NODELIST are set and PHX_RANK/SIZE/PEERS are not, sets
+ * PHX_RANK, PHX_SIZE, PHX_PEERS (block placement over the step's node list
+ * and SLURM_STEP_TASKS_PER_NODE, port PHX_BASE_PORT or a per-job base +
+ * SLURM_LOCALID), PHX_LOCAL_SIZE, PHX_JOB_ID, and PHX_SECRET_FILE =
+ * $HOME/.phalanx/secret when no secret is given. Returns 1 when it did, 0
+ * when not under srun, or a negative code after a message on stderr.
+ * Startup only (setenv). */
+int phx_slurm_identity(void);
+
 /* 1 for loopback names and this machine's own hostname. */
 int phx_host_is_local(const char *host);
 

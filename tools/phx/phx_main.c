@@ -32,10 +32,14 @@ static void usage(FILE *fp)
         "                         else 127.0.0.1\n"
         "  -n, --np N             number of nodes (default: all slots, or 1)\n"
         "      --abort-on-failure stop the whole job when one node dies abnormally\n"
+        "      --quiet            no status line (see README, \"Watching a job\")\n"
         "      --pidfile FILE     write 'rank pid host' lines once all nodes started\n"
+        "      --restart DIR      restart a recovery=cr job from its last disk checkpoint in DIR\n"
         "                         (also env PHX_PIDFILE)\n"
         "      --base-port P      node ports P, P+1, ... per host (remote default %d;\n"
         "                         local default: free ports)\n"
+        "      --phx-KEY=VALUE    runtime option, passed on to every node (also accepted\n"
+        "                         after PROGRAM; 'PROGRAM --phx-help' lists the keys)\n"
         "\n"
         "environment: PHX_RSH (remote shell, default ssh), PHX_KILL_GRACE (seconds from\n"
         "SIGTERM to SIGKILL, default 3), PHX_SECRET / PHX_SECRET_FILE (cluster secret;\n"
@@ -157,8 +161,10 @@ static int build_hosts(const char *hostfile, int np, phx_hostlist_t *hl)
         if (rc)
             snprintf(err, sizeof err, "phx: %s", phx_strerror(rc));
     }
-    if (rc)
-        fprintf(stderr, "%s\n", err[0] ? err : phx_strerror(rc));
+    if (rc && err[0])
+        fprintf(stderr, "%s\n", err);
+    else if (rc)
+        fprintf(stderr, "phx: cannot build the host list: %s\n", phx_strerror(rc));
     return rc;
 }
 
@@ -170,40 +176,71 @@ static int cmd_run(int argc, char **argv)
         { "abort-on-failure", no_argument, NULL, 'a' },
         { "pidfile", required_argument, NULL, 'p' },
         { "base-port", required_argument, NULL, 'b' },
+        { "restart", required_argument, NULL, 'r' },
+        { "quiet", no_argument, NULL, 'q' },
         { "help", no_argument, NULL, 'h' },
         { 0, 0, 0, 0 },
     };
     const char *hostfile = NULL, *pidfile = getenv("PHX_PIDFILE");
-    int np = 0, base = 0, abort_on_failure = 0, c;
+    int np = 0, base = 0, abort_on_failure = 0, quiet = 0, c, nrt = 0;
+    /* Runtime flags given before PROGRAM; appended to its arguments, where
+     * phx_main takes them out and checks them. */
+    char **rtflags = calloc((size_t)argc + 1, sizeof *rtflags);
+    if (!rtflags) {
+        fprintf(stderr, "phx: out of memory\n");
+        return 1;
+    }
     optind = 1;
     /* '+': stop at PROGRAM, so its own flags are left alone. */
-    while ((c = getopt_long(argc, argv, "+f:n:h", opts, NULL)) != -1) {
+    for (;;) {
+        if (optind < argc && !strncmp(argv[optind], "--phx-", 6)) {
+            rtflags[nrt++] = argv[optind++];
+            continue;
+        }
+        if ((c = getopt_long(argc, argv, "+f:n:h", opts, NULL)) == -1)
+            break;
         switch (c) {
         case 'f': hostfile = optarg; break;
         case 'a': abort_on_failure = 1; break;
+        case 'q': quiet = 1; break;
         case 'p': pidfile = optarg; break;
+        case 'r': setenv("PHX_RESTART", optarg, 1); break;   /* recovery=cr: restart from DIR */
         case 'n':
             if (parse_int(optarg, 1, PHX_HF_MAX_SLOTS, &np)) {
                 fprintf(stderr, "phx: -n wants a count from 1 to %d, got '%s'\n", PHX_HF_MAX_SLOTS, optarg);
+                free(rtflags);
                 return 2;
             }
             break;
         case 'b':
             if (parse_int(optarg, 1, 65535, &base)) {
                 fprintf(stderr, "phx: --base-port wants a port from 1 to 65535, got '%s'\n", optarg);
+                free(rtflags);
                 return 2;
             }
             break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h': usage(stdout); free(rtflags); return 0;
+        default: usage(stderr); free(rtflags); return 2;
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "phx: run: no program given\n");
+        fprintf(stderr, "phx: run: no program given%s\n",
+                nrt ? " (the runtime options --phx-* are the program's: 'PROGRAM --phx-help' "
+                      "lists them)" : "");
         usage(stderr);
+        free(rtflags);
         return 2;
     }
-    char **prog = argv + optind;
+    /* PROGRAM ARGS... then the runtime flags, NULL-terminated. */
+    char **prog = calloc((size_t)(argc - optind + nrt + 1), sizeof *prog);
+    if (!prog) {
+        fprintf(stderr, "phx: out of memory\n");
+        free(rtflags);
+        return 1;
+    }
+    memcpy(prog, argv + optind, (size_t)(argc - optind) * sizeof *prog);
+    memcpy(prog + argc - optind, rtflags, (size_t)nrt * sizeof *prog);
+    free(rtflags);
     if (pidfile && !*pidfile)
         pidfile = NULL;
 
@@ -213,7 +250,9 @@ static int cmd_run(int argc, char **argv)
         char *end;
         grace = strtod(gs, &end);
         if (*end || !(grace >= 0 && grace <= 3600)) {
-            fprintf(stderr, "phx: PHX_KILL_GRACE must be seconds from 0 to 3600, got '%s'\n", gs);
+            fprintf(stderr, "phx: PHX_KILL_GRACE must be seconds from 0 to 3600 (e.g. 3 or 0.5), "
+                            "got '%s'\n", gs);
+            free(prog);
             return 2;
         }
     }
@@ -251,7 +290,8 @@ static int cmd_run(int argc, char **argv)
         int e = 0;
         char *rp;
         if (!(rsh = split_words(rs && *rs ? rs : "ssh")) || !rsh[0]) {
-            fprintf(stderr, "phx: PHX_RSH is empty\n");
+            fprintf(stderr, rsh ? "phx: PHX_RSH names no command (e.g. PHX_RSH=ssh)\n"
+                                : "phx: out of memory\n");
             goto out;
         }
         if (!(rp = find_program(rsh[0], &e))) {
@@ -300,10 +340,22 @@ static int cmd_run(int argc, char **argv)
         if (setenv("PHX_SECRET", hex, 1))
             goto oom;
     }
+    const char *secret = getenv("PHX_SECRET");
+    if (secret && nlocal < rt.n && (strchr(secret, '\n') || strlen(secret) > PHX_RUN_SECRET_MAX)) {
+        fprintf(stderr, "phx: PHX_SECRET must be one line of at most %d bytes to reach remote "
+                        "nodes (or use PHX_SECRET_FILE)\n", PHX_RUN_SECRET_MAX);
+        status = 2;
+        goto out;
+    }
+    /* stdin of every node is a pipe from phx (see phx_run.c): its end of
+     * file tells the node that phx, or its ssh session, is gone. */
+    if (setenv("PHX_LIFELINE", "1", 1))
+        goto oom;
     unsetenv("PHX_RANK");
 
     phx_job_t job = { .rt = &rt, .argv = prog, .prog_path = prog_path, .rsh = rsh,
-                      .abort_on_failure = abort_on_failure, .grace = grace, .pidfile = pidfile };
+                      .abort_on_failure = abort_on_failure, .grace = grace, .pidfile = pidfile,
+                      .quiet = quiet, .secret = secret };
     status = phx_run_job(&job);
     goto out;
 oom:
@@ -315,6 +367,7 @@ out:
             free(*p);
     free(rsh);
     free(prog_path);
+    free(prog);
     free(peers);
     phx_rt_free(&rt);
     phx_hf_free(&hl);

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE   /* asprintf, pipe2, sigabbrev_np */
 #include "phx_run.h"
+#include "phx_status.h"
 
 #include "core/common/phx_err.h"
 
@@ -10,14 +11,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-/* Must match PHX_EXIT_FENCED in core/node.h (not included: it pulls libuv). */
+/* Must match core/node.h (not included: it pulls libuv). */
+#define EXIT_PEER_LOST 70
 #define EXIT_FENCED 75
+#define EXIT_WORK_LOST 76
+/* ssh's code for a lost connection, also when the remote side was killed
+ * (a host lost, its link down): a remote rank ending so is a dead node,
+ * not a job result. */
+#define EXIT_RSH_LOST 255
 
 extern char **environ;
 
@@ -25,8 +33,10 @@ typedef struct {
     int rank;
     pid_t pid;              /* also the process group id */
     int fd[2];              /* stdout, stderr read ends; -1 once closed */
+    int life;               /* write end of the node's stdin (its lifeline); never written */
     char *buf[2];
     size_t len[2];
+    size_t said;            /* bytes of output relayed */
     int alive;
     int status;
 } proc_t;
@@ -46,6 +56,7 @@ typedef struct {
 static int sig_pipe[2] = { -1, -1 };
 static struct rlimit nofile_orig;   /* restored for the nodes */
 static int nofile_raised;
+static phx_status_t *g_status;   /* NULL: no status line */
 
 static void on_signal(int sig)
 {
@@ -103,6 +114,7 @@ static void emit(proc_t *p, int s, const char *line, size_t len)
     char pre[24];
     int pl = snprintf(pre, sizeof pre, "[%d] ", p->rank);
     struct iovec iov[3] = { { pre, (size_t)pl }, { (void *)line, len }, { "\n", 1 } };
+    phx_status_hide(g_status);
     /* One writev per line: a line is never interleaved with another. */
     write_all(s ? STDERR_FILENO : STDOUT_FILENO, iov, 3);
 }
@@ -143,6 +155,7 @@ static void pump(proc_t *p, int s, int drain)
         ssize_t r = read(p->fd[s], p->buf[s] + p->len[s], PHX_RUN_LINE_MAX - p->len[s]);
         if (r > 0) {
             p->len[s] += (size_t)r;
+            p->said += (size_t)r;
             flush_lines(p, s, 0);
         } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
             close_stream(p, s);
@@ -188,6 +201,13 @@ static void kill_stragglers(run_t *R)
     R->kill_at = 0;
 }
 
+/* A remote rank whose remote shell lost it: counted like a signal death. */
+static int rsh_lost(const run_t *R, int i)
+{
+    int st = R->p[i].status;
+    return !R->job->rt->r[i].local && WIFEXITED(st) && WEXITSTATUS(st) == EXIT_RSH_LOST;
+}
+
 static void on_exit_status(run_t *R, proc_t *p)
 {
     const phx_rank_t *rk = &R->job->rt->r[p->rank];
@@ -204,8 +224,19 @@ static void on_exit_status(run_t *R, proc_t *p)
         return;
     }
     int code = WEXITSTATUS(st);
-    if (code == EXIT_FENCED) {
-        fprintf(stderr, "phx: rank %d fenced (declared dead by the cluster)\n", p->rank);
+    if (!rk->local && code != 0 && p->said == 0) {
+        /* Nothing from the node itself: most likely the remote shell failed
+         * (ssh says 255 when it cannot connect) and the node never ran. */
+        fprintf(stderr, "phx: rank %d: '%s %s ...' exited with code %d and printed nothing; if the "
+                        "node never started, the remote shell failed (check PHX_RSH)\n",
+                p->rank, R->job->rsh[0], rk->host, code);
+    }
+    if (code == EXIT_FENCED || rsh_lost(R, p->rank)) {
+        if (code == EXIT_FENCED)
+            fprintf(stderr, "phx: rank %d fenced (declared dead by the cluster)\n", p->rank);
+        else
+            fprintf(stderr, "phx: rank %d (host %s): the remote shell exited %d: connection lost or "
+                            "node killed; counted as a lost node\n", p->rank, rk->host, code);
         if (R->job->abort_on_failure) {
             fprintf(stderr, "phx: aborting the job (--abort-on-failure)\n");
             teardown(R, WHY_ABORT, 0);
@@ -237,7 +268,9 @@ static void reap(run_t *R)
             R->nalive--;
             pump(p, 0, 1);
             pump(p, 1, 1);
+            phx_status_hide(g_status);   /* on_exit_status may print */
             on_exit_status(R, p);
+            phx_status_exited(g_status, p->rank, st);
             break;
         }
     }
@@ -278,20 +311,39 @@ static void free_vec(char **v)
     free(v);
 }
 
-/* environ plus PHX_RANK, for a local node. */
-static char **local_env(int rank)
+/* How many ranks share rank's host, for PHX_LOCAL_SIZE: the node divides
+ * the host's cores among them (core/config.c). */
+static int local_size(const phx_ranktab_t *rt, int rank)
+{
+    int k = 0;
+    for (int i = 0; i < rt->n; i++)
+        k += !strcmp(rt->r[i].host, rt->r[rank].host);
+    return k;
+}
+
+/* environ plus PHX_STATUS_FD, PHX_RANK and PHX_LOCAL_SIZE, for a local node. */
+static char **local_env(const phx_job_t *job, int rank)
 {
     size_t n = 0;
     while (environ[n])
         n++;
-    char **e = calloc(n + 2, sizeof *e);
+    char **e = calloc(n + 4, sizeof *e);
     if (!e)
         return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "PHX_RANK=", 9) != 0 && !(e[k++] = strdup(environ[i])))
+        if (strncmp(environ[i], "PHX_RANK=", 9) && strncmp(environ[i], "PHX_STATUS_FD=", 14) &&
+            strncmp(environ[i], "PHX_LOCAL_SIZE=", 15) &&
+            strncmp(environ[i], "PHX_SECRET_STDIN=", 17) &&   /* a local node's stdin has no secret */
+            !(e[k++] = strdup(environ[i])))
             goto oom;
+    if (g_status && !(e[k++] = strdup("PHX_STATUS_FD=3")))   /* see phx_status.h */
+        goto oom;
     if (asprintf(&e[k], "PHX_RANK=%d", rank) < 0) {
+        e[k] = NULL;
+        goto oom;
+    }
+    if (asprintf(&e[++k], "PHX_LOCAL_SIZE=%d", local_size(job->rt, rank)) < 0) {
         e[k] = NULL;
         goto oom;
     }
@@ -301,15 +353,21 @@ oom:
     return NULL;
 }
 
+/* PHX_SECRET never goes on a command line (ps shows it to every user of
+ * the remote host): it travels on the node's stdin, see spawn(). */
 static int forwarded(const char *kv)
 {
     return !strncmp(kv, "PHX_", 4) && strncmp(kv, "PHX_RANK=", 9) && strncmp(kv, "PHX_RSH=", 8) &&
-           strncmp(kv, "PHX_PIDFILE=", 12) && strncmp(kv, "PHX_KILL_GRACE=", 15);
+           strncmp(kv, "PHX_PIDFILE=", 12) && strncmp(kv, "PHX_KILL_GRACE=", 15) &&
+           strncmp(kv, "PHX_STATUS_FD=", 14) &&
+           strncmp(kv, "PHX_SECRET=", 11) && strncmp(kv, "PHX_SECRET_STDIN=", 17) &&
+           strncmp(kv, "PHX_LOCAL_SIZE=", 15);
 }
 
-/* RSH... HOST env PHX_...=... PHX_RANK=r PROGRAM ARGS..., the remote part
- * quoted because ssh hands it to the remote shell as one string. ssh does
- * not carry the environment, so every PHX_* variable goes explicitly. */
+/* RSH... HOST env PHX_...=... PHX_RANK=r PHX_LOCAL_SIZE=l [PHX_SECRET_STDIN=1]
+ * PROGRAM ARGS..., the remote part quoted because ssh hands it to the
+ * remote shell as one string. ssh does not carry the environment, so every
+ * PHX_* variable goes explicitly. */
 static char **remote_argv(const phx_job_t *job, int rank)
 {
     size_t n = 0, na = 0, nr = 0;
@@ -319,7 +377,7 @@ static char **remote_argv(const phx_job_t *job, int rank)
         na++;
     while (job->rsh[nr])
         nr++;
-    char **v = calloc(nr + n + na + 4, sizeof *v);
+    char **v = calloc(nr + n + na + 6, sizeof *v);
     if (!v)
         return NULL;
     size_t k = 0;
@@ -331,10 +389,13 @@ static char **remote_argv(const phx_job_t *job, int rank)
     for (size_t i = 0; i < n; i++)
         if (forwarded(environ[i]) && !(v[k++] = phx_shell_quote(environ[i])))
             goto oom;
-    if (asprintf(&v[k++], "PHX_RANK=%d", rank) < 0) {
+    if (asprintf(&v[k++], "PHX_RANK=%d", rank) < 0 ||
+        asprintf(&v[k++], "PHX_LOCAL_SIZE=%d", local_size(job->rt, rank)) < 0) {
         v[k - 1] = NULL;
         goto oom;
     }
+    if (job->secret && !(v[k++] = strdup("PHX_SECRET_STDIN=1")))
+        goto oom;
     for (size_t i = 0; i < na; i++)
         if (!(v[k++] = phx_shell_quote(job->argv[i])))
             goto oom;
@@ -348,10 +409,10 @@ static int spawn(run_t *R, proc_t *p)
 {
     const phx_job_t *job = R->job;
     const phx_rank_t *rk = &job->rt->r[p->rank];
-    int out[2], err[2];
+    int out[2], err[2], life[2];
     char **env = NULL, **av = NULL;
     if (rk->local)
-        env = local_env(p->rank);
+        env = local_env(job, p->rank);
     else
         av = remote_argv(job, p->rank);
     if (rk->local ? !env : !av) {
@@ -372,6 +433,19 @@ static int spawn(run_t *R, proc_t *p)
         free_vec(av);
         return e;
     }
+    /* CLOEXEC on both ends: no other node may inherit this write end, or
+     * this node would not see end of file when phx dies. */
+    if (pipe2(life, O_CLOEXEC) < 0) {
+        int e = -errno;
+        close(out[0]);
+        close(out[1]);
+        close(err[0]);
+        close(err[1]);
+        free_vec(env);
+        free_vec(av);
+        return e;
+    }
+    pid_t me = getpid();
     sigset_t all, old;
     sigfillset(&all);
     sigprocmask(SIG_BLOCK, &all, &old);   /* no launcher handler may run in the child */
@@ -384,8 +458,16 @@ static int spawn(run_t *R, proc_t *p)
         if (nofile_raised)
             setrlimit(RLIMIT_NOFILE, &nofile_orig);   /* select()-based programs break above 1024 */
         setpgid(0, 0);
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul < 0 || dup2(nul, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
+        /* A node, or the local ssh of a remote one, dies with phx (phx is
+         * single-threaded, so "the parent thread" is phx itself); the
+         * stdin lifeline covers the remote side and programs that block
+         * SIGTERM. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != me)
+            _exit(127);   /* phx died before we could tie us to it */
+        if (dup2(life[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
+            _exit(127);
+        if (rk->local && g_status && (phx_status_wfd(g_status) == 3 ? fcntl(3, F_SETFD, 0)
+                                                                 : dup2(phx_status_wfd(g_status), 3)) < 0)
             _exit(127);
         if (rk->local) {
             execve(job->prog_path, job->argv, env);
@@ -402,12 +484,26 @@ static int spawn(run_t *R, proc_t *p)
     sigprocmask(SIG_SETMASK, &old, NULL);
     close(out[1]);
     close(err[1]);
+    close(life[0]);
     free_vec(env);
     free_vec(av);
     if (e) {
         close(out[0]);
         close(err[0]);
+        close(life[1]);
         return e;
+    }
+    p->life = life[1];
+    /* The secret is the first line of a remote node's lifeline, read by
+     * phx_main before it watches the pipe for end of file. One write of at
+     * most PHX_RUN_SECRET_MAX + 1 bytes into an empty pipe: never blocks,
+     * never partial. */
+    if (!rk->local && job->secret) {
+        size_t sl = strlen(job->secret);
+        struct iovec iov[2] = { { (void *)job->secret, sl }, { "\n", 1 } };
+        if (writev(life[1], iov, 2) != (ssize_t)sl + 1)   /* EPIPE: the node is gone already */
+            fprintf(stderr, "phx: rank %d: cannot send the cluster secret to %s: %s\n", p->rank,
+                    rk->host, strerror(errno));
     }
     p->pid = pid;
     p->fd[0] = out[0];
@@ -448,6 +544,41 @@ static int write_pidfile(const run_t *R, const char *path)
 
 /* ---- main loop ---------------------------------------------------------- */
 
+/* Why the job's code is not 0, naming the ranks that died. */
+static void summary(const run_t *R, int code)
+{
+    char dead[512];
+    size_t off = 0;
+    int k = 0;
+    dead[0] = 0;
+    for (int i = 0; i < R->n && off < sizeof dead - 40; i++) {
+        int st = R->p[i].status;
+        if (WIFSIGNALED(st))
+            off += (size_t)snprintf(dead + off, sizeof dead - off, "%s%d (SIG%s)", k++ ? ", " : "", i,
+                                    signame(WTERMSIG(st)));
+        else if (WEXITSTATUS(st) == EXIT_FENCED)
+            off += (size_t)snprintf(dead + off, sizeof dead - off, "%s%d (fenced)", k++ ? ", " : "", i);
+        else if (rsh_lost(R, i))
+            off += (size_t)snprintf(dead + off, sizeof dead - off, "%s%d (connection lost)", k++ ? ", " : "", i);
+    }
+    if (code == EXIT_WORK_LOST) {
+        fprintf(stderr, "phx: exit %d (work lost): %s%s died holding work that no recovery mode "
+                        "covers, so the result is incomplete; a program that registers "
+                        "phx_on_failure handles failures itself and may end with 0\n", code,
+                k ? "rank(s) " : "a node", k ? dead : "");
+        /* A survivor may see the end of the job before the failure notice. */
+        for (int i = 0; i < R->n; i++)
+            if (WIFEXITED(R->p[i].status) && WEXITSTATUS(R->p[i].status) == 0)
+                fprintf(stderr, "phx: rank %d exited 0: it saw the job end before it learned of "
+                                "the failure\n", i);
+    }
+    else if (code == EXIT_PEER_LOST)
+        fprintf(stderr, "phx: exit %d (peer lost): %s%s died and fault tolerance is off "
+                        "(--phx-ft=1 turns it on)\n", code, k ? "rank(s) " : "a node", k ? dead : "");
+    else if (code != 0 && k)
+        fprintf(stderr, "phx: exit %d; rank(s) %s died during the job\n", code, dead);
+}
+
 static int job_code(const run_t *R)
 {
     if (R->why == WHY_SIGNAL)
@@ -457,7 +588,7 @@ static int job_code(const run_t *R)
     int code = -1, mixed = 0;
     for (int i = 0; i < R->n; i++) {
         int st = R->p[i].status;
-        if (!WIFEXITED(st) || WEXITSTATUS(st) == EXIT_FENCED)
+        if (!WIFEXITED(st) || WEXITSTATUS(st) == EXIT_FENCED || rsh_lost(R, i))
             continue;
         int c = WEXITSTATUS(st);
         if (code >= 0 && c != code)
@@ -469,10 +600,11 @@ static int job_code(const run_t *R)
         fprintf(stderr, "phx: no node exited normally\n");
         return 1;
     }
-    if (mixed) {
+    summary(R, code);
+    if (mixed && code != EXIT_WORK_LOST) {   /* 76 beside 0: summary() explains */
         fprintf(stderr, "phx: warning: nodes exited with different codes:");
         for (int i = 0; i < R->n; i++)
-            if (WIFEXITED(R->p[i].status) && WEXITSTATUS(R->p[i].status) != EXIT_FENCED)
+            if (WIFEXITED(R->p[i].status) && WEXITSTATUS(R->p[i].status) != EXIT_FENCED && !rsh_lost(R, i))
                 fprintf(stderr, " %d:%d", i, WEXITSTATUS(R->p[i].status));
         fprintf(stderr, " (rank:code); exiting with %d\n", code);
     }
@@ -500,8 +632,8 @@ static void handle_signals(run_t *R)
 
 static int loop(run_t *R)
 {
-    struct pollfd *pf = calloc((size_t)R->n * 2 + 1, sizeof *pf);
-    int *who = calloc((size_t)R->n * 2 + 1, sizeof *who);
+    struct pollfd *pf = calloc((size_t)R->n * 2 + 2, sizeof *pf);
+    int *who = calloc((size_t)R->n * 2 + 2, sizeof *who);
     if (!pf || !who) {
         free(pf);
         free(who);
@@ -510,6 +642,10 @@ static int loop(run_t *R)
     while (R->nalive > 0) {
         int k = 0;
         pf[k++] = (struct pollfd){ .fd = sig_pipe[0], .events = POLLIN };
+        if (g_status) {
+            who[k] = -1;
+            pf[k++] = (struct pollfd){ .fd = phx_status_rfd(g_status), .events = POLLIN };
+        }
         for (int i = 0; i < R->n; i++)
             for (int s = 0; s < 2; s++)
                 if (R->p[i].fd[s] >= 0) {
@@ -526,8 +662,9 @@ static int loop(run_t *R)
         int tmo = 1000;
         if (next)
             tmo = next <= t ? 0 : (int)((next - t) * 1000) + 1;
-        if (tmo > 1000)
-            tmo = 1000;
+        int st_ms = phx_status_tick(g_status);
+        if (tmo > st_ms)
+            tmo = st_ms;
         int n = poll(pf, (nfds_t)k, tmo);
         if (n < 0 && errno != EINTR) {
             int e = -errno;
@@ -536,12 +673,16 @@ static int loop(run_t *R)
             return e;
         }
         for (int j = 1; n > 0 && j < k; j++)
-            if (pf[j].revents) {
+            if (pf[j].revents && who[j] < 0) {
+                phx_status_read(g_status);
+            } else if (pf[j].revents) {
                 proc_t *p = &R->p[who[j] / 2];
                 pump(p, who[j] % 2, 0);
             }
-        if (n > 0 && pf[0].revents)
+        if (n > 0 && pf[0].revents) {
+            phx_status_hide(g_status);
             handle_signals(R);
+        }
         reap(R);
         t = now_s();
         if (R->kill_at && t >= R->kill_at && R->nalive > 0)
@@ -577,7 +718,7 @@ int phx_run_job(const phx_job_t *job)
     int rc = R->p ? 0 : PHX_ENOMEM;
     for (int i = 0; !rc && i < R->n; i++) {
         R->p[i].rank = i;
-        R->p[i].fd[0] = R->p[i].fd[1] = -1;
+        R->p[i].fd[0] = R->p[i].fd[1] = R->p[i].life = -1;
         if (!(R->p[i].buf[0] = malloc(PHX_RUN_LINE_MAX)) || !(R->p[i].buf[1] = malloc(PHX_RUN_LINE_MAX)))
             rc = PHX_ENOMEM;
     }
@@ -597,6 +738,7 @@ int phx_run_job(const phx_job_t *job)
     signal(SIGPIPE, SIG_IGN);   /* a closed stdout must not kill the launcher mid-job */
 
     int status = 0;
+    g_status = phx_status_open(R->n, job->quiet);
     for (int i = 0; i < R->n; i++) {
         if ((rc = spawn(R, &R->p[i]))) {
             fprintf(stderr, "phx: cannot start rank %d on %s: %s\n", i, job->rt->r[i].host,
@@ -612,15 +754,21 @@ int phx_run_job(const phx_job_t *job)
         signal_all(R, SIGKILL);
         status = 1;
     } else {
+        phx_status_close(g_status);   /* the last line stays above the summary */
+        g_status = NULL;
         status = job_code(R);
     }
     for (int i = 0; i < R->n; i++) {
         for (int s = 0; s < 2; s++)
             if (R->p[i].fd[s] >= 0)
                 close_stream(&R->p[i], s);
+        if (R->p[i].life >= 0)
+            close(R->p[i].life);
         free(R->p[i].buf[0]);
         free(R->p[i].buf[1]);
     }
+    phx_status_close(g_status);
+    g_status = NULL;
     free(R->p);
     free(R);
     return status;

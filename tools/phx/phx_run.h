@@ -6,6 +6,7 @@
 #include "phx_hostfile.h"
 
 #define PHX_RUN_LINE_MAX (64 * 1024)   /* longer lines are split */
+#define PHX_RUN_SECRET_MAX 1024        /* what a node accepts (core/node.c) */
 
 typedef struct {
     const phx_ranktab_t *rt;
@@ -15,6 +16,9 @@ typedef struct {
     int abort_on_failure;
     double grace;           /* seconds between SIGTERM and SIGKILL */
     const char *pidfile;    /* NULL: none */
+    int quiet;              /* no status line (phx_status.h) */
+    const char *secret;     /* PHX_SECRET, sent to remote nodes as the first line of their
+                             * stdin (never on a command line); NULL: PHX_SECRET_FILE */
 } phx_job_t;
 
 /* Runs the job to completion; returns the launcher's exit status. The

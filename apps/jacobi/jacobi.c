@@ -1,0 +1,553 @@
+/* jacobi: 2-D Jacobi stencil over an N x N grid split into V blocks per node
+ * (over-decomposed). Blocks exchange ghost rows and columns by messages, run
+ * a fixed number of iterations and send their residual to the main task,
+ * which sums it in block order (canonical, so bitwise reproducible). The
+ * result is a 64-bit checksum of the final grid, order-independent by
+ * construction (a sum of per-cell hashes), so `--seq` (one process, one
+ * array) must print the same value.
+ *
+ * Usage: jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [--seq [-P nodes]]
+ * Progress: the main task writes {"ev":"jacobi_iter","iter":k} to the event
+ * log once iteration k's residual is complete (test triggers wait on it). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/eventlog.h"
+#include "core/phalanx.h"
+#include "phx_err.h"
+
+enum { T_START, T_GHOST, T_RES, T_FINAL };
+enum { S_N, S_S, S_W, S_E };   /* sides of a block */
+
+typedef struct params { int n, iters, v, ckpt_every, nodes; } params_t;
+
+static params_t P = { 256, 200, 4, 0, 1 };   /* main task / --seq only */
+static int blk_type, main_type;
+
+/* One formula for both modes: the same operation order gives the same bits. */
+static inline double stencil(double n, double s, double w, double e) { return 0.25 * ((n + s) + (w + e)); }
+static double init_val(int i, int j) { return (double)((i * 31 + j * 17) % 97) / 97.0; }
+/* Global boundary: the top edge is hot, the others cold. */
+static double bnd_val(int i, int j) { (void)j; return i < 0 ? 1.0 : 0.0; }
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static uint64_t cell_hash(int n, int i, int j, double v)
+{
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    return mix64(b ^ mix64((uint64_t)i * (uint64_t)n + (uint64_t)j + 1));
+}
+
+/* Block layout: bx columns by by rows of blocks, nb = bx * by. */
+static void layout(int nb, int *bx, int *by)
+{
+    int x = 1;
+    for (int d = 1; d * d <= nb; d++)
+        if (nb % d == 0)
+            x = d;
+    *bx = nb / x;
+    *by = x;
+}
+static int lo(int k, int parts, int n) { return (int)((int64_t)k * n / parts); }
+
+/* ---- block task ---------------------------------------------------------- */
+
+typedef struct blk {
+    int n, iters, nb;           /* job parameters (from the spawn arg) */
+    int idx, r0, r1, c0, c1, h, w, it, need;
+    int got[2];
+    phx_tid_t main, nbr[4];
+    double *u, *v;              /* (h+2) x (w+2), ghost ring included */
+    double *gb[2][4];           /* ghosts received for iteration parity p, side s */
+} blk_t;
+
+typedef struct blk_arg { int idx, n, iters, nb; phx_tid_t main; } blk_arg_t;
+typedef struct start_msg { phx_tid_t nbr[4]; } start_msg_t;
+
+#define U(b, a, i, j) ((a)[(size_t)(i) * (size_t)((b)->w + 2) + (size_t)(j)])
+
+static int side_len(const blk_t *b, int s) { return s <= S_S ? b->w : b->h; }
+
+static int blk_alloc(blk_t *b)
+{
+    size_t cells = (size_t)(b->h + 2) * (size_t)(b->w + 2);
+    b->u = calloc(cells, sizeof *b->u);
+    b->v = calloc(cells, sizeof *b->v);
+    if (!b->u || !b->v)
+        return PHX_ENOMEM;
+    for (int p = 0; p < 2; p++)
+        for (int s = 0; s < 4; s++)
+            if (!(b->gb[p][s] = calloc((size_t)side_len(b, s), sizeof(double))))
+                return PHX_ENOMEM;
+    return 0;
+}
+
+static void blk_geom(blk_t *b, int idx)
+{
+    int bx, by;
+    layout(b->nb, &bx, &by);
+    b->idx = idx;
+    int a = idx / bx, c = idx % bx;
+    b->r0 = lo(a, by, b->n), b->r1 = lo(a + 1, by, b->n);
+    b->c0 = lo(c, bx, b->n), b->c1 = lo(c + 1, bx, b->n);
+    b->h = b->r1 - b->r0, b->w = b->c1 - b->c0;
+}
+
+static void blk_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
+{
+    blk_t *b = st;
+    const blk_arg_t *a = arg;
+    (void)len;
+    b->n = a->n, b->iters = a->iters, b->nb = a->nb;
+    blk_geom(b, a->idx);
+    b->main = a->main;
+    if (blk_alloc(b)) {
+        fprintf(stderr, "jacobi: out of memory for block %d\n", a->idx);
+        phx_exit(c, 1);
+        return;
+    }
+    for (int i = -1; i <= b->h; i++)
+        for (int j = -1; j <= b->w; j++) {
+            int gi = b->r0 + i, gj = b->c0 + j;
+            int in = gi >= 0 && gi < b->n && gj >= 0 && gj < b->n;
+            U(b, b->u, i + 1, j + 1) = in ? init_val(gi, gj) : bnd_val(gi, gj);
+            U(b, b->v, i + 1, j + 1) = U(b, b->u, i + 1, j + 1);
+        }
+}
+
+static void blk_fini(void *st)
+{
+    blk_t *b = st;
+    free(b->u);
+    free(b->v);
+    for (int p = 0; p < 2; p++)
+        for (int s = 0; s < 4; s++)
+            free(b->gb[p][s]);
+}
+
+/* Sends this block's edges for iteration it; the receiver's side is the
+ * opposite of ours. */
+static void send_ghosts(phx_ctx_t *c, blk_t *b)
+{
+    static const int opp[4] = { S_S, S_N, S_E, S_W };
+    for (int s = 0; s < 4; s++) {
+        if (!b->nbr[s])
+            continue;
+        int k = side_len(b, s);
+        size_t len = 2 * sizeof(int32_t) + (size_t)k * sizeof(double);
+        uint8_t buf[8 + 8 * 4096], *m = buf;
+        if (len > sizeof buf && !(m = malloc(len))) {
+            phx_exit(c, 1);
+            return;
+        }
+        int32_t hd[2] = { b->it, opp[s] };
+        memcpy(m, hd, sizeof hd);
+        double *d = (double *)(void *)(m + sizeof hd);
+        for (int x = 0; x < k; x++)
+            d[x] = s == S_N ? U(b, b->u, 1, x + 1) : s == S_S ? U(b, b->u, b->h, x + 1)
+                 : s == S_W ? U(b, b->u, x + 1, 1) : U(b, b->u, x + 1, b->w);
+        int rc = phx_send(c, b->nbr[s], T_GHOST, m, len);
+        if (m != buf)
+            free(m);
+        if (rc) {
+            fprintf(stderr, "jacobi: ghost send failed: %s\n", phx_strerror(rc));
+            phx_exit(c, 1);
+            return;
+        }
+    }
+}
+
+typedef struct res_msg { int32_t it, idx; double res; } res_msg_t;
+typedef struct final_msg { int32_t idx; uint64_t sum; } final_msg_t;
+
+/* Runs every iteration whose ghosts are all here. */
+static void blk_advance(phx_ctx_t *c, blk_t *b)
+{
+    while (b->it < b->iters && b->got[b->it & 1] == b->need) {
+        int p = b->it & 1;
+        for (int x = 0; x < b->w; x++) {
+            if (b->nbr[S_N]) U(b, b->u, 0, x + 1) = b->gb[p][S_N][x];
+            if (b->nbr[S_S]) U(b, b->u, b->h + 1, x + 1) = b->gb[p][S_S][x];
+        }
+        for (int x = 0; x < b->h; x++) {
+            if (b->nbr[S_W]) U(b, b->u, x + 1, 0) = b->gb[p][S_W][x];
+            if (b->nbr[S_E]) U(b, b->u, x + 1, b->w + 1) = b->gb[p][S_E][x];
+        }
+        b->got[p] = 0;
+        double res = 0;
+        for (int i = 1; i <= b->h; i++)
+            for (int j = 1; j <= b->w; j++) {
+                double nv = stencil(U(b, b->u, i - 1, j), U(b, b->u, i + 1, j), U(b, b->u, i, j - 1),
+                                    U(b, b->u, i, j + 1));
+                double d = nv - U(b, b->u, i, j);
+                res += d * d;
+                U(b, b->v, i, j) = nv;
+            }
+        for (int i = 1; i <= b->h; i++)
+            memcpy(&U(b, b->u, i, 1), &U(b, b->v, i, 1), (size_t)b->w * sizeof(double));
+        res_msg_t r = { b->it, b->idx, res };
+        b->it++;
+        phx_send(c, b->main, T_RES, &r, sizeof r);
+        if (b->it == b->iters) {
+            final_msg_t f = { b->idx, 0 };
+            for (int i = 1; i <= b->h; i++)
+                for (int j = 1; j <= b->w; j++)
+                    f.sum += cell_hash(b->n, b->r0 + i - 1, b->c0 + j - 1, U(b, b->u, i, j));
+            phx_send(c, b->main, T_FINAL, &f, sizeof f);
+            return;
+        }
+        send_ghosts(c, b);
+    }
+}
+
+static void blk_start(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t len)
+{
+    blk_t *b = st;
+    (void)src; (void)len;
+    memcpy(b->nbr, ((const start_msg_t *)m)->nbr, sizeof b->nbr);
+    for (int s = 0; s < 4; s++)
+        b->need += b->nbr[s] != 0;
+    send_ghosts(c, b);
+    blk_advance(c, b);
+}
+
+static void blk_ghost(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t len)
+{
+    blk_t *b = st;
+    int32_t hd[2];
+    (void)src;
+    memcpy(hd, m, sizeof hd);
+    int s = hd[1];
+    if (s < 0 || s > 3 || len != sizeof hd + (size_t)side_len(b, s) * sizeof(double)) {
+        fprintf(stderr, "jacobi: malformed ghost for block %d\n", b->idx);
+        phx_exit(c, 1);
+        return;
+    }
+    memcpy(b->gb[hd[0] & 1][s], (const uint8_t *)m + sizeof hd, len - sizeof hd);
+    b->got[hd[0] & 1]++;
+    blk_advance(c, b);
+}
+
+/* Packed: fixed header, then u and the four ghost buffers of both parities
+ * (early ghosts are state too); v is scratch. */
+#define BLK_HDR offsetof(blk_t, u)
+static size_t blk_size(const blk_t *b)
+{
+    size_t k = BLK_HDR + (size_t)(b->h + 2) * (size_t)(b->w + 2) * sizeof(double);
+    for (int s = 0; s < 4; s++)
+        k += 2 * (size_t)side_len(b, s) * sizeof(double);
+    return k;
+}
+
+static int blk_pack(const void *st, void *buf, size_t cap)
+{
+    const blk_t *b = st;
+    size_t need = blk_size(b);
+    if (need > cap)
+        return PHX_ENOSPC;
+    uint8_t *o = buf;
+    memcpy(o, b, BLK_HDR);
+    o += BLK_HDR;
+    size_t k = (size_t)(b->h + 2) * (size_t)(b->w + 2) * sizeof(double);
+    memcpy(o, b->u, k);
+    o += k;
+    for (int p = 0; p < 2; p++)
+        for (int s = 0; s < 4; s++) {
+            k = (size_t)side_len(b, s) * sizeof(double);
+            memcpy(o, b->gb[p][s], k);
+            o += k;
+        }
+    return (int)need;
+}
+
+static int blk_unpack(void *st, const void *buf, size_t len)
+{
+    blk_t *b = st;
+    if (len < BLK_HDR)
+        return PHX_EPROTO;
+    memcpy(b, buf, BLK_HDR);
+    if (b->h <= 0 || b->w <= 0 || blk_size(b) != len)
+        return PHX_EPROTO;
+    b->u = b->v = NULL;
+    memset(b->gb, 0, sizeof b->gb);
+    int rc = blk_alloc(b);
+    if (rc)
+        return rc;
+    const uint8_t *i = (const uint8_t *)buf + BLK_HDR;
+    size_t k = (size_t)(b->h + 2) * (size_t)(b->w + 2) * sizeof(double);
+    memcpy(b->u, i, k);
+    memcpy(b->v, i, k);
+    i += k;
+    for (int p = 0; p < 2; p++)
+        for (int s = 0; s < 4; s++) {
+            k = (size_t)side_len(b, s) * sizeof(double);
+            memcpy(b->gb[p][s], i, k);
+            i += k;
+        }
+    return 0;
+}
+
+/* ---- main task ----------------------------------------------------------- */
+
+/* Residuals of iterations done..done+W-1 are kept: a block can only run
+ * ahead of the slowest by the grid's block diameter. */
+typedef struct mst {
+    params_t p;
+    int nb, win, done, nfinal;
+    uint64_t sum;
+    uint64_t t0;
+    double last_res;
+    phx_tid_t *blk;             /* nb */
+    int *cnt;                   /* win */
+    double *res;                /* win x nb */
+} mst_t;
+
+static int main_alloc(mst_t *s)
+{
+    s->blk = calloc((size_t)s->nb, sizeof *s->blk);
+    s->cnt = calloc((size_t)s->win, sizeof *s->cnt);
+    s->res = calloc((size_t)s->win * (size_t)s->nb, sizeof *s->res);
+    return s->blk && s->cnt && s->res ? 0 : PHX_ENOMEM;
+}
+
+static void main_fini(void *st)
+{
+    mst_t *s = st;
+    free(s->blk);
+    free(s->cnt);
+    free(s->res);
+}
+
+static int parse_args(int argc, char **argv, int *seq)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int *dst = !strcmp(a, "-N") ? &P.n : !strcmp(a, "-i") ? &P.iters : !strcmp(a, "-V") ? &P.v
+                 : !strcmp(a, "-c") ? &P.ckpt_every : !strcmp(a, "-P") ? &P.nodes : NULL;
+        if (!strcmp(a, "--seq")) {
+            *seq = 1;
+        } else if (dst && i + 1 < argc) {
+            *dst = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [--seq [-P nodes]]\n");
+            return -1;
+        }
+    }
+    if (P.n < 4 || P.iters < 1 || P.v < 1 || P.nodes < 1 || P.ckpt_every < 0) {
+        fprintf(stderr, "jacobi: bad parameters\n");
+        return -1;
+    }
+    return 0;
+}
+
+static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
+{
+    mst_t *s = st;
+    (void)arg; (void)len;
+    int bx, by, seq = 0;
+    if (parse_args(phx_argc(), phx_argv(), &seq)) {
+        phx_exit(c, 2);
+        return;
+    }
+    P.nodes = phx_size(c);
+    s->p = P;
+    s->nb = P.v * P.nodes;
+    layout(s->nb, &bx, &by);
+    if (P.n / bx < 1 || P.n / by < 1) {
+        fprintf(stderr, "jacobi: grid %d too small for %d blocks\n", P.n, s->nb);
+        phx_exit(c, 2);
+        return;
+    }
+    s->win = bx + by + 4;
+    s->t0 = phx_now_ns();
+    if (main_alloc(s)) {
+        phx_exit(c, 1);
+        return;
+    }
+    for (int k = 0; k < s->nb; k++) {
+        blk_arg_t a = { k, P.n, P.iters, s->nb, phx_self(c) };
+        s->blk[k] = phx_spawn_on(c, blk_type, k % P.nodes, &a, sizeof a);
+    }
+    for (int k = 0; k < s->nb; k++) {
+        int a = k / bx, b = k % bx;
+        start_msg_t m = { { a > 0 ? s->blk[k - bx] : 0, a < by - 1 ? s->blk[k + bx] : 0,
+                            b > 0 ? s->blk[k - 1] : 0, b < bx - 1 ? s->blk[k + 1] : 0 } };
+        phx_send(c, s->blk[k], T_START, &m, sizeof m);
+    }
+}
+
+static void main_res(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t len)
+{
+    mst_t *s = st;
+    res_msg_t r;
+    (void)src; (void)len;
+    memcpy(&r, m, sizeof r);
+    if (r.it < s->done || r.it >= s->done + s->win || r.idx < 0 || r.idx >= s->nb) {
+        fprintf(stderr, "jacobi: residual of iteration %d outside the window\n", r.it);
+        phx_exit(c, 1);
+        return;
+    }
+    int slot = r.it % s->win;
+    s->res[(size_t)slot * (size_t)s->nb + (size_t)r.idx] = r.res;
+    s->cnt[slot]++;
+    while (s->cnt[s->done % s->win] == s->nb) {
+        slot = s->done % s->win;
+        double sum = 0;
+        for (int k = 0; k < s->nb; k++)   /* canonical order: block index */
+            sum += s->res[(size_t)slot * (size_t)s->nb + (size_t)k];
+        s->cnt[slot] = 0;
+        s->last_res = sqrt(sum);
+        s->done++;
+        phx_evlog("jacobi_iter", "\"iter\":%d", s->done);
+        if (s->p.ckpt_every && s->done % s->p.ckpt_every == 0 && s->done < s->p.iters)
+            phx_checkpoint(c);
+    }
+}
+
+static void report(const params_t *p, double res, uint64_t sum, double ms)
+{
+    printf("jacobi N=%d iters=%d blocks=%d residual=%.17g checksum=%016" PRIx64 " (%.1f ms)\n", p->n, p->iters,
+           p->v * p->nodes, res, sum, ms);
+    fflush(stdout);
+}
+
+static void main_final(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t len)
+{
+    mst_t *s = st;
+    final_msg_t f;
+    (void)src; (void)len;
+    memcpy(&f, m, sizeof f);
+    s->sum += f.sum;   /* modular sum: order-independent, exact */
+    if (++s->nfinal < s->nb)
+        return;
+    report(&s->p, s->last_res, s->sum, (double)(phx_now_ns() - s->t0) / 1e6);
+    phx_exit(c, 0);
+}
+
+#define MST_HDR offsetof(mst_t, blk)
+static size_t main_size(const mst_t *s)
+{
+    return MST_HDR + (size_t)s->nb * sizeof(phx_tid_t) + (size_t)s->win * sizeof(int) +
+           (size_t)s->win * (size_t)s->nb * sizeof(double);
+}
+
+static int main_pack(const void *st, void *buf, size_t cap)
+{
+    const mst_t *s = st;
+    size_t need = main_size(s);
+    if (need > cap)
+        return PHX_ENOSPC;
+    uint8_t *o = buf;
+    memcpy(o, s, MST_HDR);
+    o += MST_HDR;
+    memcpy(o, s->blk, (size_t)s->nb * sizeof *s->blk);
+    o += (size_t)s->nb * sizeof *s->blk;
+    memcpy(o, s->cnt, (size_t)s->win * sizeof *s->cnt);
+    o += (size_t)s->win * sizeof *s->cnt;
+    memcpy(o, s->res, (size_t)s->win * (size_t)s->nb * sizeof *s->res);
+    return (int)need;
+}
+
+static int main_unpack(void *st, const void *buf, size_t len)
+{
+    mst_t *s = st;
+    if (len < MST_HDR)
+        return PHX_EPROTO;
+    memcpy(s, buf, MST_HDR);
+    if (s->nb <= 0 || s->win <= 0 || main_size(s) != len)
+        return PHX_EPROTO;
+    if (main_alloc(s))
+        return PHX_ENOMEM;
+    const uint8_t *i = (const uint8_t *)buf + MST_HDR;
+    memcpy(s->blk, i, (size_t)s->nb * sizeof *s->blk);
+    i += (size_t)s->nb * sizeof *s->blk;
+    memcpy(s->cnt, i, (size_t)s->win * sizeof *s->cnt);
+    i += (size_t)s->win * sizeof *s->cnt;
+    memcpy(s->res, i, (size_t)s->win * (size_t)s->nb * sizeof *s->res);
+    return 0;
+}
+
+/* ---- sequential reference ------------------------------------------------ */
+
+static int run_seq(void)
+{
+    int n = P.n, w = n + 2, bx, by, nb = P.v * P.nodes;
+    layout(nb, &bx, &by);
+    double *u = malloc((size_t)w * (size_t)w * sizeof *u), *v = malloc((size_t)w * (size_t)w * sizeof *v);
+    double *bres = calloc((size_t)nb, sizeof *bres);
+    if (!u || !v || !bres) {
+        fprintf(stderr, "jacobi: out of memory\n");
+        return 1;
+    }
+#define G(a, i, j) ((a)[(size_t)((i) + 1) * (size_t)w + (size_t)((j) + 1)])
+    for (int i = -1; i <= n; i++)
+        for (int j = -1; j <= n; j++)
+            G(u, i, j) = G(v, i, j) = (i >= 0 && i < n && j >= 0 && j < n) ? init_val(i, j) : bnd_val(i, j);
+    uint64_t t0 = phx_now_ns();
+    double last = 0;
+    for (int it = 0; it < P.iters; it++) {
+        /* Residual per block in the block's own row-major order, then summed
+         * in block order: the same additions as the distributed run. */
+        for (int k = 0; k < nb; k++) {
+            int a = k / bx, b = k % bx;
+            double r = 0;
+            for (int i = lo(a, by, n); i < lo(a + 1, by, n); i++)
+                for (int j = lo(b, bx, n); j < lo(b + 1, bx, n); j++) {
+                    double nv = stencil(G(u, i - 1, j), G(u, i + 1, j), G(u, i, j - 1), G(u, i, j + 1));
+                    double d = nv - G(u, i, j);
+                    r += d * d;
+                    G(v, i, j) = nv;
+                }
+            bres[k] = r;
+        }
+        double sum = 0;
+        for (int k = 0; k < nb; k++)
+            sum += bres[k];
+        last = sqrt(sum);
+        for (int i = 0; i < n; i++)
+            memcpy(&G(u, i, 0), &G(v, i, 0), (size_t)n * sizeof(double));
+    }
+    uint64_t cs = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            cs += cell_hash(n, i, j, G(u, i, j));
+#undef G
+    report(&P, last, cs, (double)(phx_now_ns() - t0) / 1e6);
+    free(u);
+    free(v);
+    free(bres);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int seq = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--seq"))
+            seq = 1;
+    if (seq) {
+        if (parse_args(argc, argv, &seq))
+            return 2;
+        return run_seq();
+    }
+    phx_type_t bt = { .name = "jacobi_block", .state_size = sizeof(blk_t), .init = blk_init, .fini = blk_fini,
+                      .pack = blk_pack, .unpack = blk_unpack,
+                      .handlers = { [T_START] = blk_start, [T_GHOST] = blk_ghost } };
+    phx_type_t mt = { .name = "jacobi_main", .state_size = sizeof(mst_t), .init = main_init, .fini = main_fini,
+                      .pack = main_pack, .unpack = main_unpack,
+                      .handlers = { [T_RES] = main_res, [T_FINAL] = main_final } };
+    blk_type = phx_register_type(&bt);
+    main_type = phx_register_type(&mt);
+    /* The main task parses the program's argv (phx_main strips the
+     * runtime's options) and hands the parameters to the blocks. */
+    return phx_main(argc, argv, main_type, NULL, 0);
+}

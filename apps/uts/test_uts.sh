@@ -1,0 +1,66 @@
+#!/bin/bash
+# UTS on GLB/FTGLB end to end (issue 12; the digest's section 5 scenarios):
+# exact counts against --seq on P = 1, 2, 4, 8 with glb-ft off and on, then
+# deaths that land by construction (the --glb-die hook fires at a protocol
+# point of a given rank, never after a sleep):
+#   mid-run kill, steal storm (first gift received), end phase (first
+#   termination wave), two non-adjacent ranks at once, a rank with its
+#   backup (clean abort, no result), N-2 ranks one after another (each once
+#   its predecessor's restore is backed up), SIGSTOP past delta (fenced,
+#   result exact; SIGCONT once the event logs show the notice), deaths at
+#   the labelled steal/backup points, and the root (documented abort).
+# Usage: test_uts.sh BINDIR   Env: PHX_HB_TIMEOUT (delta, ms), SEED.
+BIN=$1
+. "$(dirname "$0")/../../ft/glb/glb_it.sh"
+APP=$BIN/uts
+ARGS="-t 1 -a 3 -d 8 -b 4 -r 19"          # 257,042 nodes (T1 family)
+WANT=$("$APP" $ARGS --seq | head -1)
+check "seq: published T1-family count" [ "$WANT" = "Tree size = 257042, tree depth = 8, num leaves = 205878 (80.10%)" ]
+
+for ft in off on; do
+    for n in 1 2 4 8; do
+        expect_exact "p$n-ft$ft" $n --glb-ft=$ft
+    done
+done
+
+N=8
+R=$(( 1 + SEED % (N - 1) ))                 # a random non-root rank
+expect_exact midrun $N --glb-ft=on --glb-die=P:$R:2
+expect_exact storm $N --glb-ft=on --glb-die=T1:$R:1
+expect_exact endphase $N --glb-ft=on --glb-die=W:$R:1
+expect_exact two $N --glb-ft=on --glb-die=P:2:2:kill=5
+expect_exact seq6 $N --glb-ft=on --glb-die=P:1:1,R5:2:1,R5:3:1,R5:4:1,R5:5:1,R5:6:1
+expect_exact threads2 4 --glb-ft=on --glb-threads=2
+expect_exact threads2-kill 4 --glb-ft=on --glb-threads=2 --glb-die=P:2:2
+for pt in V1 V2 T3 B1; do
+    expect_exact "point-$pt" 4 --glb-ft=on --glb-die=$pt:2:1
+done
+
+# A rank and its backup together: rank 3 kills 2, then itself.
+expect_lost pair 2 3 $N --glb-ft=on --glb-die=P:2:2:kill=3
+
+# Restore interrupted (Table 2's B->BB "-" case): rank 3 adopts dead rank 2
+# and dies before backing that up: 2's state is gone with it. Dying right
+# after the backup (R5) is survived (the seq6 chain above).
+expect_lost restore-r1 2 3 $N --glb-ft=on --glb-die=P:2:2,R1:3:1
+
+# The root is the reduction root: its loss is a documented clean abort.
+job root $N --glb-ft=on --glb-die=P:0:1
+check "root: non-zero exit ($RC)" [ "$RC" != 0 ]
+check "root: names the loss" grep -q "unrecoverable: lost rank 0" "$TMP/root.err"
+check "root: no result printed" sh -c "! grep -q 'Tree size' '$TMP/root.out'"
+
+# SIGSTOP past delta: rank S stops itself mid-run; once every other rank
+# logged its notice, SIGCONT: it is fenced (exit 75), the result is exact.
+S=$(( 1 + (SEED / 7) % (N - 1) ))
+job stop $N --glb-ft=on --glb-die=P:$S:2:stop &
+L=$!; PIDS="$PIDS $L"
+noticed() { [ "$(cat "$TMP"/stop.ev.*.jsonl 2>/dev/null | grep '"ev":"notice"' | grep -c "\"dead\":$S,")" -ge $((N - 1)) ]; }
+wait_for $LIMIT noticed
+check "stop: all others noticed rank $S" noticed
+kill -CONT "$(awk -v r=$S '$1 == r { print $2 }' "$TMP/stop.pids")" 2>/dev/null
+wait $L; RC=$?
+if exact stop; then ok "stop: exact"; else fail "stop: exact"; show stop; fi
+check "stop: rank $S fenced" grep -q "rank $S fenced" "$TMP/stop.err"
+
+finish

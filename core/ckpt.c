@@ -1,0 +1,1666 @@
+/* recovery=cr: coordinated blocking checkpoints kept in memory twice (own
+ * copy + buddy copy), two-phase commit, rollback onto the survivors.
+ * The decisions (buddies, relocation, commit, round agreement, stale-frame
+ * filter, copy retention) are ft/ckpt's pure state machine; this file is the
+ * glue: control frames, worker pause, task (de)serialisation, events.
+ *
+ * Checkpoint of epoch e (coordinator = lowest live rank):
+ *   BEGIN(e)  every node pauses its workers at handler boundaries, pushes its
+ *             outbox to the transport and sends MARK(e) on every link;
+ *   MARK(e)   from every live peer: links are FIFO and paused workers send
+ *             nothing, so every message sent before the cut has arrived and
+ *             sits in an inbox: the node serialises tasks + queued messages
+ *             (a consistent global state), keeps it and sends a copy to
+ *             its buddy in chunks (CK_CHUNK, acked by CK_CACK), which ACKs
+ *             once it holds the whole;
+ *   READY(e)  to the coordinator once both copies exist;
+ *   COMMIT(e) when every live node is READY (reduction at the coordinator);
+ *             workers resume. e-1 is kept until then.
+ * Failure: every survivor pauses and reports STATE(dead set, committed) to
+ * the coordinator, which decides (epoch E = max committed) once all report
+ * the same set; DECIDE -> every node discards its state, sends a rollback
+ * MARK on every link (earlier frames from that peer are stale and dropped),
+ * restores E; the dead node's slices of tasks spread over the survivors
+ * (relocation table (home, slice) -> host): its buddy restores its share and
+ * ships the copy (RB_XFER) to the other new hosts; DONE -> GO. A new failure at any point
+ * restarts the round. Then a fresh checkpoint re-doubles the moved state. */
+#include <pthread.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ckpt_disk.h"
+#include "core/eventlog.h"
+#include "core/node.h"
+#include "core/recovery.h"
+#include "ft/ckpt/ckpt.h"
+#include "ft/hb/ring.h"
+#include "phx_err.h"
+#include "phx_log.h"
+
+extern phx_type_t phx_types[PHX_MAX_TYPES];
+extern int phx_ntypes;
+
+enum {
+    CK_REQ = PHX_CTRL_REC_FIRST, CK_BEGIN, CK_MARK, CK_COPY, CK_ACK, CK_READY, CK_COMMIT,
+    RB_STATE, RB_DECIDE, RB_MARK, RB_DONE, RB_GO, RB_ABORT, CK_DISK, CK_CHUNK, CK_CACK,
+};
+
+#define BLOB_MAGIC 0x4b434850u   /* "PHCK" */
+
+enum phase { PH_IDLE, PH_CK, PH_REC };
+
+/* One blob in transit in chunks (see "bulk transfer" below). */
+enum { BK_COPY, BK_XFER };
+typedef struct bulk {
+    int peer, kind, key;        /* key: the rank whose state it is */
+    uint64_t id, epoch;
+    const uint8_t *src;         /* sender: the blob (owned by the store) */
+    uint8_t *dst;               /* receiver: the buffer being filled (owned) */
+    size_t total, off, acked;   /* receiver: off = bytes received */
+} bulk_t;
+
+typedef struct cr {
+    phx_node_t *n;
+    int self, size;
+    uv_async_t async;           /* workers -> comm: everyone paused */
+    uv_timer_t timer;           /* ckpt-interval */
+    int open;
+    pthread_mutex_t mu;         /* pause barrier */
+    pthread_cond_t cv;
+    uint64_t gen;               /* pause generation: bumped by every resume */
+    uint64_t *wgen;             /* per worker: generation it is paused in, or 0 */
+    struct cds_wfcq_head **lh;  /* each paused worker's unhandled batch */
+    struct cds_wfcq_tail **lt;
+    int paused;                 /* comm's view: all workers parked */
+    int *ring, *loc, *buddy;
+    uint8_t *dead;
+    int ndead;
+    enum phase phase;
+    /* checkpoint in progress */
+    uint64_t ck_id, ck_epoch, t_begin;
+    uint64_t t_paused, t_marked, t_stored, t_acked;   /* phases of this checkpoint (events) */
+    int marks_sent, snapped, acked, ready_sent;
+    size_t ck_bytes;
+    /* coordinator */
+    phx_ck_commit_t commit;
+    uint64_t commit_id;
+    phx_ck_round_t round;
+    int decided_ndead;          /* round already decided (-1: none) */
+    uint8_t *done;              /* DONE flags of the decided round */
+    /* rollback at this node */
+    int state_sent, have_decision, restored;
+    uint64_t rb_epoch;
+    uint64_t t_fail;
+    phx_ck_filter_t filt;
+    phx_ck_store_t store;
+    /* Fault injection for tests (PHX_CKPT_DIE=RANK:EPOCH:POINT): this rank
+     * raises SIGKILL at a protocol point, so a kill lands there by
+     * construction. */
+    int die_point;              /* DIE_* */
+    uint64_t die_epoch;
+    /* disk checkpoints (core/ckpt_disk.h) */
+    const char *dir;            /* NULL: memory only */
+    uint64_t tag;               /* program tag: foreign checkpoints are refused */
+    int nhome;                  /* home ranks in loc: max(size, ranks of a restarted job) */
+    int nloc;                   /* entries of loc: nhome * PHX_LOC_SLICES */
+    /* a dead node's copy shipped by its buddy to the other hosts of its
+     * slices (RB_XFER), per dead rank: the epoch it belongs to and the blob */
+    void **xfer;
+    size_t *xfer_len;
+    uint64_t *xfer_epoch;
+    uint8_t *xfer_done;         /* this round: restored from xfer[x] */
+    bulk_t *tx, *rx;            /* transfers in progress (comm thread) */
+    int ntx, nrx, captx, caprx;
+    int restored_own;           /* this round: own + buddy share restored, copies shipped */
+    int restarting;             /* started with restart=DIR, not restored yet */
+    uint64_t disk_epoch;        /* coordinator: epoch whose files are being written */
+    uint8_t *disk_ok;
+    int rb_disk;                /* the decided rollback restores from disk */
+} cr_t;
+
+enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK };
+
+static int coord(const cr_t *c)
+{
+    for (int r = 0; r < c->size; r++)
+        if (!c->dead[r])
+            return r;
+    return -1;
+}
+
+/* ---- sending ------------------------------------------------------------- */
+
+static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *p);
+static void fatal(cr_t *c, int code, const char *fmt, const char *what);
+
+static void ctl(cr_t *c, int peer, int tag, uint64_t id, const void *buf, size_t len)
+{
+    phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = (uint32_t)tag, .src = (uint64_t)c->self,
+                          .dst = (uint64_t)peer, .ssn = id, .len = (uint32_t)len };
+    if (peer == c->self) {
+        handle_ctrl(c, c->self, &h, buf);
+        return;
+    }
+    int rc = phx_net_send(c->n->net, peer, &h, NULL, 0, buf, len, 0);
+    if (rc)
+        PHX_DEBUG("ckpt", "control %d to rank %d not sent: %s", tag, peer, phx_strerror(rc));
+}
+
+/* To every live rank; self last, so local handling sees the others queued. */
+static void ctl_all(cr_t *c, int tag, uint64_t id, const void *buf, size_t len, int with_self)
+{
+    for (int r = 0; r < c->size; r++)
+        if (r != c->self && !c->dead[r])
+            ctl(c, r, tag, id, buf, len);
+    if (with_self)
+        ctl(c, c->self, tag, id, buf, len);
+}
+
+/* ---- worker pause -------------------------------------------------------- */
+
+static void pause_workers(cr_t *c)
+{
+    phx_node_t *n = c->n;
+    if (atomic_load(&n->rec_pause))
+        return;
+    c->paused = 0;
+    atomic_store(&n->rec_pause, 1);
+    for (int i = 0; i < n->nworkers; i++)
+        phx_worker_wake(&n->workers[i]);
+}
+
+static void resume_workers(cr_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->gen++;
+    atomic_store(&c->n->rec_pause, 0);
+    c->paused = 0;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Under mu: every worker is parked in the current generation. */
+static int all_paused(const cr_t *c)
+{
+    for (int i = 0; i < c->n->nworkers; i++)
+        if (c->wgen[i] != c->gen)
+            return 0;
+    return atomic_load(&c->n->rec_pause);
+}
+
+static void cr_worker_pause(void *st, phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt)
+{
+    cr_t *c = st;
+    pthread_mutex_lock(&c->mu);
+    uint64_t g = c->gen;
+    c->lh[w->id] = lh;
+    c->lt[w->id] = lt;
+    c->wgen[w->id] = g;
+    if (all_paused(c))
+        uv_async_send(&c->async);
+    /* Released by a resume (new generation), even if another pause
+     * follows at once: then the worker comes back here for it. */
+    while (c->gen == g && !atomic_load(&c->n->stopping))
+        pthread_cond_wait(&c->cv, &c->mu);
+    c->wgen[w->id] = 0;
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void progress(cr_t *c);
+
+static void on_async(uv_async_t *a)
+{
+    cr_t *c = a->data;
+    pthread_mutex_lock(&c->mu);
+    int all = all_paused(c);
+    pthread_mutex_unlock(&c->mu);
+    if (all && !c->paused) {
+        c->paused = 1;
+        progress(c);
+    }
+}
+
+/* ---- bulk transfer --------------------------------------------------------
+ * A blob (a buddy copy: BK_COPY; a dead node's copy shipped to a new host of
+ * its tasks: BK_XFER) travels in chunks of at most CHUNK bytes with at most
+ * WINDOW bytes unacknowledged: the transport queues a bounded amount whatever
+ * the blob's size, so a node's state need not fit in max-frame, and the
+ * receiver copies each chunk straight into the final buffer. Links are FIFO:
+ * chunks arrive in order; one starting at offset 0 restarts a transfer.
+ * CK_CHUNK: ssn = transfer id, u8 kind, u32 key, u64 epoch, u64 total,
+ * u64 offset, data. CK_CACK: ssn = id, u8 kind, u32 key, u64 bytes received. */
+#define CHUNK_HDR 29
+#define CHUNK ((size_t)1 << 20)
+#define WINDOW (4 * CHUNK)
+
+static size_t chunk_size(const cr_t *c)
+{
+    size_t lim = (size_t)c->n->cfg.max_frame - CHUNK_HDR;
+    return lim < CHUNK ? lim : CHUNK;
+}
+
+static bulk_t *bulk_find(bulk_t *v, int nv, int peer, int kind, int key)
+{
+    for (int i = 0; i < nv; i++)
+        if (v[i].peer == peer && v[i].kind == kind && v[i].key == key)
+            return &v[i];
+    return NULL;
+}
+
+static bulk_t *bulk_add(bulk_t **v, int *nv, int *cap)
+{
+    if (*nv == *cap) {
+        int nc = *cap ? 2 * *cap : 8;
+        bulk_t *g = realloc(*v, (size_t)nc * sizeof *g);
+        if (!g)
+            return NULL;
+        *v = g;
+        *cap = nc;
+    }
+    bulk_t *b = &(*v)[(*nv)++];
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static void bulk_del(bulk_t *v, int *nv, bulk_t *b)
+{
+    free(b->dst);
+    *b = v[--*nv];
+}
+
+static void bulk_pump(cr_t *c, bulk_t *t)
+{
+    size_t cs = chunk_size(c);
+    while (t->off < t->total && t->off - t->acked < WINDOW) {
+        size_t k = t->total - t->off < cs ? t->total - t->off : cs;
+        uint8_t pre[CHUNK_HDR];
+        pre[0] = (uint8_t)t->kind;
+        phx_put_le32(pre + 1, (uint32_t)t->key);
+        phx_put_le64(pre + 5, t->epoch);
+        phx_put_le64(pre + 13, t->total);
+        phx_put_le64(pre + 21, t->off);
+        phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = CK_CHUNK, .src = (uint64_t)c->self,
+                              .dst = (uint64_t)t->peer, .ssn = t->id, .len = (uint32_t)(CHUNK_HDR + k) };
+        int rc = phx_net_send(c->n->net, t->peer, &h, pre, sizeof pre, t->src + t->off, k, 0);
+        if (rc) {
+            PHX_DEBUG("ckpt", "chunk to rank %d not sent: %s", t->peer, phx_strerror(rc));
+            return;   /* the peer is dead: its failure notice ends the transfer */
+        }
+        t->off += k;
+    }
+}
+
+/* Sends blob (kept alive by the caller until the transfer ends) to peer. */
+static int bulk_send(cr_t *c, int kind, int peer, int key, uint64_t id, uint64_t epoch, const void *blob,
+                     size_t len)
+{
+    bulk_t *t = bulk_find(c->tx, c->ntx, peer, kind, key);
+    if (!t && !(t = bulk_add(&c->tx, &c->ntx, &c->captx)))
+        return PHX_ENOMEM;
+    *t = (bulk_t){ .peer = peer, .kind = kind, .key = key, .id = id, .epoch = epoch, .src = blob, .total = len };
+    bulk_pump(c, t);
+    return 0;
+}
+
+enum { BK_TX = 1, BK_RX = 2 };
+
+/* Ends the transfers (which: BK_TX | BK_RX) of one kind (any: -1). */
+static void bulk_drop(cr_t *c, int kind, int which)
+{
+    for (int i = c->ntx - 1; i >= 0 && (which & BK_TX); i--)
+        if (kind < 0 || c->tx[i].kind == kind)
+            bulk_del(c->tx, &c->ntx, &c->tx[i]);
+    for (int i = c->nrx - 1; i >= 0 && (which & BK_RX); i--)
+        if (kind < 0 || c->rx[i].kind == kind)
+            bulk_del(c->rx, &c->nrx, &c->rx[i]);
+}
+
+static void on_cack(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len)
+{
+    if (len != 13)
+        return;
+    bulk_t *t = bulk_find(c->tx, c->ntx, peer, p[0], (int)phx_get_le32(p + 1));
+    uint64_t got = phx_get_le64(p + 5);
+    if (!t || t->id != id || got > t->off || got < t->acked)
+        return;   /* an ended or restarted transfer */
+    t->acked = got;
+    if (t->acked == t->total)
+        bulk_del(c->tx, &c->ntx, t);
+    else
+        bulk_pump(c, t);
+}
+
+static void on_bulk_done(cr_t *c, bulk_t *r);
+
+static void on_chunk(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len)
+{
+    if (len < CHUNK_HDR)
+        return;
+    int kind = p[0], key = (int)phx_get_le32(p + 1);
+    uint64_t epoch = phx_get_le64(p + 5), total = phx_get_le64(p + 13), off = phx_get_le64(p + 21);
+    size_t k = len - CHUNK_HDR;
+    if ((kind != BK_COPY && kind != BK_XFER) || key < 0 || key >= c->size || off + k > total)
+        return;
+    bulk_t *r = bulk_find(c->rx, c->nrx, peer, kind, key);
+    if (off == 0) {
+        if (r)
+            bulk_del(c->rx, &c->nrx, r);
+        size_t cap;
+        uint8_t *buf = kind == BK_COPY && phx_ck_store_open(&c->store, epoch)
+                           ? phx_ck_store_buf(&c->store, total, &cap) : kind == BK_XFER ? malloc(total ? total : 1) : NULL;
+        if (!buf) {
+            PHX_WARN("ckpt", "copy of rank %d's epoch %llu not kept (no slot or no memory)", key,
+                     (unsigned long long)epoch);
+            return;
+        }
+        if (!(r = bulk_add(&c->rx, &c->nrx, &c->caprx))) {
+            free(buf);
+            fatal(c, 1, "%s", "out of memory receiving a checkpoint");
+            return;
+        }
+        *r = (bulk_t){ .peer = peer, .kind = kind, .key = key, .id = id, .epoch = epoch, .dst = buf, .total = total };
+    }
+    if (!r || r->id != id || r->off != off || r->total != total)
+        return;   /* the rest of a transfer whose start was refused or restarted */
+    memcpy(r->dst + off, p + CHUNK_HDR, k);
+    r->off += k;
+    uint8_t ack[13];
+    ack[0] = (uint8_t)kind;
+    phx_put_le32(ack + 1, (uint32_t)key);
+    phx_put_le64(ack + 5, r->off);
+    ctl(c, peer, CK_CACK, id, ack, sizeof ack);
+    if (r->off == r->total)
+        on_bulk_done(c, r);
+}
+
+/* ---- serialisation ------------------------------------------------------- */
+
+static void enc_msg(phx_wenc_t *e, const phx_msg_t *m)
+{
+    phx_wenc_u8(e, m->kind);
+    phx_wenc_u16(e, m->type_id);
+    phx_wenc_u64(e, m->hdr.src);
+    phx_wenc_u64(e, m->hdr.dst);
+    phx_wenc_u64(e, m->hdr.ssn);
+    phx_wenc_u32(e, m->hdr.tag);
+    phx_wenc_u32(e, m->hdr.len);
+    phx_wenc_bytes(e, m->data, m->hdr.len);
+}
+
+static phx_msg_t *dec_msg(phx_wdec_t *d)
+{
+    uint8_t kind = phx_wdec_u8(d);
+    uint16_t type = phx_wdec_u16(d);
+    phx_frame_hdr_t h = { 0 };
+    h.src = phx_wdec_u64(d);
+    h.dst = phx_wdec_u64(d);
+    h.ssn = phx_wdec_u64(d);
+    h.tag = phx_wdec_u32(d);
+    h.len = phx_wdec_u32(d);
+    const uint8_t *data = phx_wdec_take(d, h.len);
+    if (!data || (kind != PHX_MK_APP && kind != PHX_MK_SPAWN))
+        return NULL;
+    phx_msg_t *m = phx_msg_alloc(h.len);
+    if (!m)
+        return NULL;
+    m->kind = kind;
+    m->type_id = type;
+    m->hdr = h;
+    m->peer = -1;   /* restored: not a remote arrival for the inbound counters */
+    memcpy(m->data, data, h.len);
+    return m;
+}
+
+static void enc_map(phx_wenc_t *e, const phx_map_t *m)
+{
+    phx_wenc_u32(e, (uint32_t)m->len);
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i]) {
+            phx_wenc_u64(e, m->keys[i]);
+            phx_wenc_u64(e, m->vals[i]);
+        }
+}
+
+static int dec_map(phx_wdec_t *d, phx_map_t *m)
+{
+    uint32_t k = phx_wdec_u32(d);
+    for (uint32_t i = 0; i < k && !d->err; i++) {
+        uint64_t key = phx_wdec_u64(d), v = phx_wdec_u64(d);
+        uint64_t *s = key ? phx_map_put(m, key) : NULL;
+        if (!s)
+            return PHX_ENOMEM;
+        *s = v;
+    }
+    return d->err;
+}
+
+static void enc_chain(phx_wenc_t *e, const phx_msg_t *m)
+{
+    uint32_t k = 0;
+    for (const phx_msg_t *x = m; x; x = (const phx_msg_t *)x->qn.next)
+        k++;
+    phx_wenc_u32(e, k);
+    for (; m; m = (const phx_msg_t *)m->qn.next)
+        enc_msg(e, m);
+}
+
+static void enc_queue(phx_wenc_t *e, struct cds_wfcq_head *h, struct cds_wfcq_tail *t, uint32_t *k)
+{
+    struct cds_wfcq_node *qn;
+    __cds_wfcq_for_each_blocking(h, t, qn) {
+        enc_msg(e, caa_container_of(qn, phx_msg_t, qn));
+        (*k)++;
+    }
+}
+
+static void enc_task(phx_wenc_t *e, const phx_task_t *t)
+{
+    const phx_type_t *ty = &phx_types[t->type];
+    phx_wenc_u64(e, t->id);
+    phx_wenc_u16(e, t->type);
+    phx_wenc_u64(e, t->rsn);
+    enc_map(e, &t->out_ssn);
+    enc_map(e, &t->in_ssn);
+    uint8_t *lenp = phx_wenc_reserve(e, 4);
+    if (!lenp)
+        return;
+    int k;
+    if (ty->pack) {
+        k = ty->pack(t->state, e->p, (size_t)(e->end - e->p));
+    } else {
+        k = (int)ty->state_size;
+        if ((size_t)(e->end - e->p) < ty->state_size)
+            k = PHX_ENOSPC;
+        else
+            memcpy(e->p, t->state, ty->state_size);
+    }
+    if (k < 0) {
+        e->err = k == PHX_ENOSPC || k == PHX_ERANGE ? PHX_ENOSPC : k;
+        return;
+    }
+    phx_put_le32(lenp, (uint32_t)k);
+    e->p += k;
+    enc_chain(e, t->held);
+}
+
+/* Entries of one map (at offset off in phx_worker_t) over all workers. */
+static uint32_t total_len(const phx_node_t *n, size_t off)
+{
+    uint32_t k = 0;
+    for (int i = 0; i < n->nworkers; i++)
+        k += (uint32_t)((const phx_map_t *)(const void *)((const char *)&n->workers[i] + off))->len;
+    return k;
+}
+
+/* Runs one section of the blob; when the buffer is too small, grows it
+ * (realloc keeps what is encoded: no page is written twice) and runs that
+ * section again, so a first large checkpoint re-encodes one task at most
+ * per doubling. */
+typedef void (*enc_fn)(cr_t *c, phx_wenc_t *e, const void *arg);
+
+static int enc_grow(cr_t *c, phx_wenc_t *e, enc_fn f, const void *arg)
+{
+    size_t pos = (size_t)(e->p - e->start);
+    for (;;) {
+        f(c, e, arg);
+        if (e->err != PHX_ENOSPC)
+            return e->err;
+        size_t cap = 2 * (size_t)(e->end - e->start);
+        uint8_t *b = realloc(e->start, cap);
+        if (!b)
+            return PHX_ENOMEM;
+        e->start = b;
+        e->p = b + pos;
+        e->end = b + cap;
+        e->err = 0;
+    }
+}
+
+static void sec_task(cr_t *c, phx_wenc_t *e, const void *t)
+{
+    (void)c;
+    enc_task(e, t);
+}
+
+/* Queued messages, in arrival order per worker: batch remnants, inboxes,
+ * early arrivals that beat a spawn. */
+static void sec_queued(cr_t *c, phx_wenc_t *e, const void *unused)
+{
+    (void)unused;
+    phx_node_t *n = c->n;
+    uint8_t *cnt = phx_wenc_reserve(e, 4);
+    uint32_t q = 0;
+    for (int i = 0; i < n->nworkers && cnt; i++) {
+        phx_worker_t *w = &n->workers[i];
+        if (c->lh[i])
+            enc_queue(e, c->lh[i], c->lt[i], &q);
+        enc_queue(e, &w->ih, &w->it, &q);
+        for (size_t k = 0; k < w->pending.cap; k++)
+            if (w->pending.keys[k])
+                for (phx_msg_t *x = (phx_msg_t *)(uintptr_t)w->pending.vals[k]; x; x = (phx_msg_t *)x->qn.next) {
+                    enc_msg(e, x);
+                    q++;
+                }
+    }
+    if (cnt && !e->err)
+        phx_put_le32(cnt, q);
+}
+
+static void sec_gone(cr_t *c, phx_wenc_t *e, const void *unused)
+{
+    (void)unused;
+    phx_node_t *n = c->n;
+    phx_wenc_u32(e, total_len(n, offsetof(phx_worker_t, gone)));
+    for (int i = 0; i < n->nworkers; i++) {
+        phx_map_t *m = &n->workers[i].gone;
+        for (size_t k = 0; k < m->cap; k++)
+            if (m->keys[k])
+                phx_wenc_u64(e, m->keys[k]);
+    }
+}
+
+/* Everything on this node that belongs to the application: tasks (with
+ * their held-back messages), queued messages, finished ids, the spawn
+ * counter. Workers are paused; the comm thread reads their structures.
+ * e's buffer is malloc'd and may be replaced (grown). */
+static int encode_node(cr_t *c, phx_wenc_t *e)
+{
+    phx_node_t *n = c->n;
+    phx_wenc_u32(e, BLOB_MAGIC);
+    phx_wenc_u32(e, (uint32_t)c->self);
+    phx_wenc_u32(e, atomic_load(&n->next_seq));
+    phx_wenc_u32(e, total_len(n, offsetof(phx_worker_t, tasks)));
+    int rc = e->err;
+    for (int i = 0; i < n->nworkers && !rc; i++) {
+        phx_map_t *m = &n->workers[i].tasks;
+        for (size_t k = 0; k < m->cap && !rc; k++)
+            if (m->keys[k])
+                rc = enc_grow(c, e, sec_task, (const phx_task_t *)(uintptr_t)m->vals[k]);
+    }
+    if (!rc)
+        rc = enc_grow(c, e, sec_queued, NULL);
+    if (!rc)
+        rc = enc_grow(c, e, sec_gone, NULL);
+    return rc;
+}
+
+static int snapshot(cr_t *c, void **out, size_t *len)
+{
+    /* Sized from the last snapshot (plus room for the header). */
+    size_t cap = c->ck_bytes + c->ck_bytes / 4 + (1 << 16);
+    uint8_t *buf = phx_ck_store_buf(&c->store, cap, &cap);
+    if (!buf)
+        return PHX_ENOMEM;
+    phx_wenc_t e;
+    phx_wenc_init(&e, buf, cap);
+    int rc = encode_node(c, &e);
+    if (rc) {
+        free(e.start);
+        return rc;
+    }
+    *out = e.start;
+    *len = (size_t)phx_wenc_end(&e);
+    return 0;
+}
+
+/* ---- restore ------------------------------------------------------------- */
+
+static void free_msg_counted(phx_node_t *n, phx_msg_t *m, int64_t *work, int64_t *inbound)
+{
+    (*work)++;
+    if (m->peer >= 0 && m->peer != n->rank)
+        *inbound += m->hdr.len;
+    phx_msg_free(m);
+}
+
+static void drain_queue(phx_node_t *n, struct cds_wfcq_head *h, struct cds_wfcq_tail *t, int64_t *work,
+                        int64_t *inbound)
+{
+    struct cds_wfcq_node *qn;
+    while ((qn = __cds_wfcq_dequeue_blocking(h, t)))
+        free_msg_counted(n, caa_container_of(qn, phx_msg_t, qn), work, inbound);
+}
+
+/* Drops every task and queued message of this node (the lost future). */
+static void discard_all(cr_t *c)
+{
+    phx_node_t *n = c->n;
+    int64_t work = 0, inbound = 0, outw = 0, unused = 0;
+    phx_node_batch_flush(n);
+    drain_queue(n, &n->oh, &n->ot, &outw, &unused);
+    for (int i = 0; i < n->nworkers; i++) {
+        phx_worker_t *w = &n->workers[i];
+        if (c->lh[i])
+            drain_queue(n, c->lh[i], c->lt[i], &work, &inbound);
+        drain_queue(n, &w->ih, &w->it, &work, &inbound);
+        for (size_t k = 0; k < w->pending.cap; k++) {
+            if (!w->pending.keys[k])
+                continue;
+            phx_msg_t *x = (phx_msg_t *)(uintptr_t)w->pending.vals[k];
+            while (x) {
+                phx_msg_t *nx = (phx_msg_t *)x->qn.next;
+                int64_t dummy = 0;   /* pending messages were counted as handled already */
+                free_msg_counted(n, x, &dummy, &dummy);
+                x = nx;
+            }
+        }
+        for (size_t k = 0; k < w->tasks.cap; k++)
+            if (w->tasks.keys[k])
+                phx_task_free((phx_task_t *)(uintptr_t)w->tasks.vals[k]);
+        phx_map_free(&w->tasks);
+        phx_map_free(&w->pending);
+        phx_map_free(&w->gone);
+    }
+    atomic_fetch_sub(&n->work, work + outw);
+    atomic_fetch_sub(&n->inbound, inbound);
+}
+
+/* The rank hosting task id under the table loc (nhome * slices entries). */
+static int host_in(const cr_t *c, const int *loc, phx_tid_t id)
+{
+    int h = phx_tid_home(id);
+    return h < 0 || h >= c->nhome ? -1 : loc[h * PHX_LOC_SLICES + phx_loc_slice(id)];
+}
+
+static void skip_msgs(phx_wdec_t *d)
+{
+    uint32_t k = phx_wdec_u32(d);
+    for (uint32_t i = 0; i < k && !d->err; i++) {
+        phx_wdec_take(d, 1 + 2 + 8 + 8 + 8 + 4);
+        phx_wdec_take(d, phx_wdec_u32(d));
+    }
+}
+
+/* Skips a task that another rank hosts (loc) instead of building it. */
+static int skip_task(phx_wdec_t *d)
+{
+    phx_wdec_take(d, 2 + 8);
+    phx_wdec_take(d, (size_t)phx_wdec_u32(d) * 16);   /* out_ssn */
+    phx_wdec_take(d, (size_t)phx_wdec_u32(d) * 16);   /* in_ssn */
+    phx_wdec_take(d, phx_wdec_u32(d));                /* state */
+    skip_msgs(d);                                     /* held back */
+    return d->err;
+}
+
+/* Rebuilds one task, or skips it when loc puts it on another rank. */
+static int restore_task(cr_t *c, phx_wdec_t *d, const int *keep, uint32_t *nt)
+{
+    phx_node_t *n = c->n;
+    phx_tid_t id = phx_wdec_u64(d);
+    if (keep && !d->err && host_in(c, keep, id) != c->self)
+        return skip_task(d);
+    (*nt)++;
+    uint16_t type = phx_wdec_u16(d);
+    uint64_t rsn = phx_wdec_u64(d);
+    if (d->err || type >= phx_ntypes || !id)
+        return PHX_EPROTO;
+    const phx_type_t *ty = &phx_types[type];
+    phx_task_t *t = calloc(1, sizeof *t + ty->state_size);
+    if (!t)
+        return PHX_ENOMEM;
+    t->id = id;
+    t->type = type;
+    t->rsn = rsn;
+    int rc = dec_map(d, &t->out_ssn);
+    if (!rc)
+        rc = dec_map(d, &t->in_ssn);
+    uint32_t sl = phx_wdec_u32(d);
+    const uint8_t *sb = phx_wdec_take(d, sl);
+    if (!rc && !sb)
+        rc = PHX_EPROTO;
+    if (!rc) {
+        if (ty->unpack)
+            rc = ty->unpack(t->state, sb, sl);
+        else if (sl != ty->state_size)
+            rc = PHX_EPROTO;
+        else
+            memcpy(t->state, sb, sl);
+    }
+    uint32_t nh = phx_wdec_u32(d);
+    phx_msg_t **tail = &t->held;
+    for (uint32_t i = 0; i < nh && !rc; i++) {
+        phx_msg_t *m = dec_msg(d);
+        if (!m) {
+            rc = PHX_EPROTO;
+            break;
+        }
+        m->qn.next = NULL;
+        *tail = m;
+        tail = (phx_msg_t **)&m->qn.next;
+    }
+    phx_worker_t *w = &n->workers[phx_worker_of(n, id)];
+    uint64_t *slot = rc ? NULL : phx_map_put(&w->tasks, id);
+    if (!slot) {
+        phx_task_free(t);   /* fini sees a zeroed or partly unpacked state */
+        return rc ? rc : PHX_ENOMEM;
+    }
+    *slot = (uint64_t)(uintptr_t)t;
+    if (c->n->rec->on_restore)
+        c->n->rec->on_restore(c, id);
+    return 0;
+}
+
+/* Rebuilds the tasks and queued messages of one blob on this node.
+ * own: the blob is this node's (its spawn counter comes back too). */
+static uint32_t blob_seq(const void *blob, size_t len)
+{
+    return len >= 12 ? phx_get_le32((const uint8_t *)blob + 8) : 0;
+}
+
+/* Keeps the spawn counter ahead of every id this rank ever made. */
+static void seq_at_least(phx_node_t *n, uint32_t seq)
+{
+    if (atomic_load(&n->next_seq) < seq)
+        atomic_store(&n->next_seq, seq);
+}
+
+/* keep: NULL (every task of the blob), or a relocation table: only the
+ * tasks and messages it places on this rank. */
+static int restore_blob(cr_t *c, const void *blob, size_t len, int own, const int *keep, uint32_t *ntasks)
+{
+    phx_node_t *n = c->n;
+    phx_wdec_t d;
+    phx_wdec_init(&d, blob, len);
+    if (phx_wdec_u32(&d) != BLOB_MAGIC)
+        return PHX_EPROTO;
+    phx_wdec_u32(&d);   /* rank of origin */
+    uint32_t seq = phx_wdec_u32(&d);
+    if (own)
+        atomic_store(&n->next_seq, seq);
+    uint32_t nt = phx_wdec_u32(&d);
+    for (uint32_t i = 0; i < nt; i++) {
+        int rc = restore_task(c, &d, keep, ntasks);
+        if (rc)
+            return rc;
+    }
+    uint32_t nq = phx_wdec_u32(&d);
+    for (uint32_t i = 0; i < nq; i++) {
+        phx_msg_t *m = dec_msg(&d);
+        if (!m)
+            return PHX_EPROTO;
+        if (keep && host_in(c, keep, m->hdr.dst) != c->self)
+            phx_msg_free(m);
+        else
+            phx_node_enqueue_local(n, m);
+    }
+    uint32_t ng = phx_wdec_u32(&d);
+    for (uint32_t i = 0; i < ng && !d.err; i++) {
+        uint64_t id = phx_wdec_u64(&d);
+        if (id && (!keep || host_in(c, keep, id) == c->self) && !phx_map_put(&n->workers[phx_worker_of(n, id)].gone, id))
+            return PHX_ENOMEM;
+    }
+    return phx_wdec_end(&d, 1);
+}
+
+/* ---- checkpoint ------------------------------------------------------------ */
+
+static void fatal(cr_t *c, int code, const char *fmt, const char *what)
+{
+    PHX_ERROR("ckpt", fmt, what);
+    phx_node_exit(c->n, code, 1);
+}
+
+static void begin_checkpoint(cr_t *c)
+{
+    if (c->phase != PH_IDLE || coord(c) != c->self || atomic_load(&c->n->stopping))
+        return;
+    uint64_t e = c->store.committed + 1;
+    uint64_t id = (uint64_t)c->ndead << 32 | e;
+    int32_t *b = malloc((size_t)c->size * sizeof *b);
+    if (!b) {
+        fatal(c, 1, "%s", "out of memory starting a checkpoint");
+        return;
+    }
+    for (int r = 0; r < c->size; r++)
+        b[r] = c->dead[r] ? -1 : phx_ck_buddy(c->size, c->ring, c->dead, r);
+    uint8_t *buf = malloc((size_t)c->size * 4);
+    if (!buf) {
+        free(b);
+        fatal(c, 1, "%s", "out of memory starting a checkpoint");
+        return;
+    }
+    phx_wenc_t en;
+    phx_wenc_init(&en, buf, (size_t)c->size * 4);
+    for (int r = 0; r < c->size; r++)
+        phx_wenc_i32(&en, b[r]);
+    phx_ck_commit_begin(&c->commit, e);
+    c->commit_id = id;
+    ctl_all(c, CK_BEGIN, id, buf, (size_t)c->size * 4, 1);
+    free(buf);
+    free(b);
+}
+
+static void on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
+{
+    if (c->phase != PH_IDLE || (int)(id >> 32) != c->ndead || len != (size_t)c->size * 4)
+        return;   /* a failure is being handled, or a stale round */
+    uint64_t e = id & 0xffffffffu;
+    phx_ck_copy_t *slot = phx_ck_store_open(&c->store, e);
+    if (!slot) {
+        fatal(c, 1, "%s", "checkpoint slot busy (internal error)");
+        return;
+    }
+    phx_wdec_t d;
+    phx_wdec_init(&d, p, len);
+    for (int r = 0; r < c->size; r++) {
+        c->buddy[r] = phx_wdec_i32(&d);
+        slot->buddy[r] = c->buddy[r];
+    }
+    memcpy(slot->loc, c->loc, (size_t)c->nloc * sizeof *c->loc);
+    bulk_drop(c, BK_COPY, BK_TX);   /* an aborted attempt's, whose blob the store may drop */
+    c->phase = PH_CK;
+    c->ck_id = id;
+    c->ck_epoch = e;
+    c->marks_sent = c->snapped = c->acked = c->ready_sent = 0;
+    c->t_begin = phx_now_ns();
+    phx_evlog("ckpt_begin", "\"epoch\":%llu", (unsigned long long)e);
+    pause_workers(c);
+    progress(c);
+}
+
+static void ck_progress(cr_t *c)
+{
+    phx_node_t *n = c->n;
+    if (!c->paused)
+        return;
+    if (!c->marks_sent) {
+        c->t_paused = phx_now_ns();
+        /* Everything the paused workers sent goes onto the links before
+         * the marker. */
+        phx_node_drain_outbox(n);
+        ctl_all(c, CK_MARK, c->ck_id, NULL, 0, 0);
+        c->marks_sent = 1;
+    }
+    if (!c->snapped && phx_ck_filter_marked(&c->filt, c->self, c->ck_id, c->dead)) {
+        c->t_marked = phx_now_ns();
+        /* The serialisation holds this thread: what is queued for the links
+         * (markers, chunk acks) leaves first, or the peers wait for it. */
+        phx_net_flush(n->net);
+        phx_node_batch_flush(n);
+        void *blob;
+        size_t len;
+        int rc = snapshot(c, &blob, &len);
+        if (rc) {
+            PHX_ERROR("ckpt", "cannot serialise this node's state: %s", phx_strerror(rc));
+            phx_node_exit(n, 1, 1);
+            return;
+        }
+        c->ck_bytes = len;
+        c->snapped = 1;
+        if ((rc = phx_ck_store_put_own(&c->store, c->ck_epoch, blob, len))) {
+            free(blob);
+            fatal(c, 1, "%s", "checkpoint slot busy (internal error)");
+            return;
+        }
+        int b = c->buddy[c->self];
+        if (b < 0) {
+            c->acked = 1;   /* a job of one node has no second copy */
+            c->t_acked = c->t_stored;
+        }
+        else if ((rc = bulk_send(c, BK_COPY, b, c->self, c->ck_id, c->ck_epoch, blob, len))) {
+            fatal(c, 1, "%s", "out of memory sending the buddy copy");
+            return;
+        }
+        c->t_stored = phx_now_ns();
+        /* ms since BEGIN: workers paused, every marker in, state serialised */
+        phx_evlog("ckpt_stored", "\"epoch\":%llu,\"bytes\":%zu,\"paused\":%.3f,\"marked\":%.3f,\"ms\":%.3f",
+                  (unsigned long long)c->ck_epoch, len, (double)(c->t_paused - c->t_begin) / 1e6,
+                  (double)(c->t_marked - c->t_begin) / 1e6, (double)(c->t_stored - c->t_begin) / 1e6);
+        if (c->die_point == DIE_STORED && c->die_epoch == c->ck_epoch)
+            raise(SIGKILL);   /* test: between the local store and the commit */
+    }
+    if (c->acked && !c->ready_sent) {
+        c->ready_sent = 1;
+        ctl(c, coord(c), CK_READY, c->ck_id, NULL, 0);
+    }
+}
+
+static void on_commit(cr_t *c, uint64_t id)
+{
+    if (c->phase != PH_CK || id != c->ck_id)
+        return;
+    phx_ck_store_commit(&c->store, c->ck_epoch);
+    double ms = (double)(phx_now_ns() - c->t_begin) / 1e6;
+    phx_evlog("ckpt_commit", "\"epoch\":%llu,\"bytes\":%zu,\"ms\":%.3f,\"copied\":%.3f",
+              (unsigned long long)c->ck_epoch, c->ck_bytes, ms, (double)(c->t_acked - c->t_begin) / 1e6);
+    PHX_INFO("ckpt", "epoch %llu committed (%zu bytes here, %.1f ms)", (unsigned long long)c->ck_epoch,
+             c->ck_bytes, ms);
+    c->phase = PH_IDLE;
+    resume_workers(c);
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, c->ck_epoch);
+    if (c->dir && slot && slot->own) {
+        int rc = phx_ckd_write_rank(c->dir, c->tag, c->ck_epoch, c->self, slot->own, slot->own_len);
+        if (rc)
+            PHX_ERROR("ckpt", "disk checkpoint of epoch %llu not written: %s", (unsigned long long)c->ck_epoch,
+                      phx_strerror(rc));
+        else
+            ctl(c, coord(c), CK_DISK, c->ck_epoch, NULL, 0);
+    }
+}
+
+/* Coordinator: every live rank wrote its file of e: the manifest makes the
+ * epoch usable, and epochs before e-1 go. */
+static void on_disk_ok(cr_t *c, int peer, uint64_t e)
+{
+    if (!c->dir || e != c->disk_epoch)
+        return;
+    c->disk_ok[peer] = 1;
+    int nfiles = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (c->dead[r])
+            continue;
+        if (!c->disk_ok[r])
+            return;
+        nfiles++;
+    }
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
+    int *ranks = malloc((size_t)nfiles * sizeof *ranks);
+    if (!slot || !ranks) {
+        free(ranks);
+        PHX_ERROR("ckpt", "manifest of epoch %llu not written", (unsigned long long)e);
+        return;
+    }
+    nfiles = 0;
+    for (int r = 0; r < c->size; r++)
+        if (!c->dead[r])
+            ranks[nfiles++] = r;
+    phx_ckd_manifest_t m = { .epoch = e, .size = c->size, .nhome = c->nhome, .slices = PHX_LOC_SLICES, .loc = slot->loc,
+                             .nfiles = nfiles, .ranks = ranks };
+    int rc = phx_ckd_write_manifest(c->dir, c->tag, &m);
+    free(ranks);
+    c->disk_epoch = 0;
+    if (rc) {
+        PHX_ERROR("ckpt", "manifest of epoch %llu not written: %s", (unsigned long long)e, phx_strerror(rc));
+        return;
+    }
+    phx_evlog("ckpt_disk", "\"epoch\":%llu", (unsigned long long)e);
+    if (e > 1)
+        phx_ckd_prune(c->dir, e - 1);
+}
+
+/* ---- recovery -------------------------------------------------------------- */
+
+/* STATE and DECIDE payloads: an epoch, this node's dead set and, with
+ * flag >= 0, one byte more. malloc'd; NULL after ending the job. */
+static uint8_t *enc_epoch_set(cr_t *c, uint64_t e, int flag, size_t *len)
+{
+    *len = 8 + (size_t)c->size + (flag >= 0);
+    uint8_t *buf = malloc(*len);
+    if (!buf) {
+        fatal(c, 1, "%s", "out of memory in the recovery protocol");
+        return NULL;
+    }
+    phx_wenc_t en;
+    phx_wenc_init(&en, buf, *len);
+    phx_wenc_u64(&en, e);
+    phx_wenc_bytes(&en, c->dead, (size_t)c->size);
+    if (flag >= 0)
+        phx_wenc_u8(&en, (uint8_t)flag);
+    return buf;
+}
+
+static void rb_send_state(cr_t *c)
+{
+    size_t len;
+    uint8_t *buf = enc_epoch_set(c, c->store.committed, -1, &len);
+    if (!buf)
+        return;
+    ctl(c, coord(c), RB_STATE, (uint64_t)c->ndead, buf, len);
+    free(buf);
+}
+
+/* Restores epoch rb_epoch from DIR: file i goes to the i-th live rank
+ * (round robin), so a job restarted on fewer or more nodes re-places them. */
+static void do_rollback_disk(cr_t *c)
+{
+    phx_node_t *n = c->n;
+    phx_ckd_manifest_t m;
+    if (phx_ckd_find(c->dir, c->tag, c->rb_epoch, &m) || m.epoch != c->rb_epoch || m.nhome > c->nhome ||
+        m.slices != PHX_LOC_SLICES) {
+        fprintf(stderr, "phalanx: recovery=cr: disk checkpoint of epoch %llu in %s is not usable\n",
+                (unsigned long long)c->rb_epoch, c->dir);
+        phx_node_exit(n, PHX_EXIT_CKPT_LOST, 1);
+        return;
+    }
+    int nlive = 0, *live = malloc((size_t)c->size * sizeof *live);
+    int *loc = malloc((size_t)c->nloc * sizeof *loc);
+    int rc = live && loc ? 0 : PHX_ENOMEM;
+    for (int r = 0; live && r < c->size; r++)
+        if (!c->dead[r])
+            live[nlive++] = r;
+    for (int j = 0; !rc && j < c->nloc; j++) {
+        int h = j / PHX_LOC_SLICES;
+        loc[j] = h < c->size ? h : live[h % nlive];
+        if (h >= m.nhome)
+            continue;
+        int i = 0;
+        while (i < m.nfiles && m.ranks[i] != m.loc[j])
+            i++;
+        if (i == m.nfiles)
+            rc = PHX_EPROTO;
+        else
+            loc[j] = live[i % nlive];
+    }
+    if (!rc) {
+        discard_all(c);
+        ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
+        c->filt.round = (uint64_t)c->ndead;
+    }
+    uint32_t nt = 0;
+    for (int i = 0; i < m.nfiles && !rc; i++) {
+        int mine = live[i % nlive] == c->self;
+        if (!mine && m.ranks[i] != c->self)
+            continue;
+        void *blob;
+        size_t len;
+        if ((rc = phx_ckd_read_rank(c->dir, c->tag, m.epoch, m.ranks[i], &blob, &len)))
+            break;
+        if (mine)
+            rc = restore_blob(c, blob, len, 0, NULL, &nt);
+        seq_at_least(n, blob_seq(blob, len) + (m.ranks[i] == c->self));
+        free(blob);
+    }
+    if (!rc) {
+        memcpy(c->loc, loc, (size_t)c->nloc * sizeof *loc);
+        n->loc_n = c->nhome;
+        n->loc = c->loc;
+        phx_ck_store_commit(&c->store, m.epoch);
+        phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d,\"disk\":1", (unsigned long long)m.epoch, c->ndead);
+        phx_evlog("restore", "\"tasks\":%u,\"source\":\"disk\"", nt);
+    }
+    free(live);
+    free(loc);
+    phx_ckd_manifest_free(&m);
+    if (rc) {
+        fatal(c, PHX_EXIT_CKPT_LOST, "restoring the disk checkpoint failed: %s", phx_strerror(rc));
+        return;
+    }
+    c->restarting = 0;
+    c->restored = 1;
+    ctl(c, coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
+}
+
+/* Whether some slice hosted by x at the epoch (loc_e) moves to rank r. */
+static int moves_to(const cr_t *c, const int *loc_e, const int *loc, int x, int r)
+{
+    for (int i = 0; i < c->nloc; i++)
+        if (loc_e[i] == x && loc[i] == r)
+            return 1;
+    return 0;
+}
+
+/* Restores this node's copy and, as a buddy, its share of each dead node's
+ * copy, which it ships to the other new hosts of that node's slices. */
+static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
+{
+    discard_all(c);
+    /* The marker closes the lost future on every link. */
+    ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
+    c->filt.round = (uint64_t)c->ndead;
+    uint32_t nt = 0;
+    int rc = restore_blob(c, slot->own, slot->own_len, 1, NULL, &nt);
+    phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+    phx_evlog("restore", "\"tasks\":%u,\"source\":\"local\"", nt);
+    for (int x = 0; x < c->size && !rc; x++) {
+        if (!c->dead[x] || slot->buddy[x] != c->self)
+            continue;
+        if (!slot->held[x])
+            return PHX_ENOENT;
+        for (int r = 0; r < c->size && !rc; r++)
+            if (r != c->self && !c->dead[r] && moves_to(c, slot->loc, loc, x, r))
+                rc = bulk_send(c, BK_XFER, r, x, (uint64_t)c->ndead, c->rb_epoch, slot->held[x], slot->held_len[x]);
+        uint32_t k = 0;
+        rc = restore_blob(c, slot->held[x], slot->held_len[x], 0, loc, &k);
+        phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d", k, x, c->self);
+    }
+    return rc;
+}
+
+static void do_rollback(cr_t *c)
+{
+    phx_node_t *n = c->n;
+    if (c->rb_disk) {
+        do_rollback_disk(c);
+        return;
+    }
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, c->rb_epoch);
+    if (!slot || !slot->own) {
+        char what[64];
+        snprintf(what, sizeof what, "%llu", (unsigned long long)c->rb_epoch);
+        fatal(c, 1, "no local copy of epoch %s to roll back to", what);
+        return;
+    }
+    int lost = -1, lost_buddy = -1;
+    int *loc = malloc((size_t)c->nloc * sizeof *loc);
+    if (!loc) {
+        fatal(c, 1, "%s", "out of memory in recovery");
+        return;
+    }
+    int rc = phx_ck_relocate(c->size, c->nloc, slot->loc, slot->buddy, c->dead, loc, &lost, &lost_buddy);
+    if (rc == PHX_EUNRECOVERABLE) {
+        free(loc);
+        return;   /* the coordinator reports it and ends the job */
+    }
+    if (!rc && !c->restored_own) {
+        rc = restore_own(c, slot, loc);
+        c->restored_own = 1;
+    }
+    /* The other buddies ship their share of the dead nodes' copies here. */
+    int waiting = 0;
+    for (int x = 0; x < c->size && !rc; x++) {
+        if (!c->dead[x] || slot->buddy[x] == c->self || c->xfer_done[x] || !moves_to(c, slot->loc, loc, x, c->self))
+            continue;
+        if (!c->xfer[x] || c->xfer_epoch[x] != c->rb_epoch) {
+            waiting = 1;
+            continue;
+        }
+        uint32_t k = 0;
+        rc = restore_blob(c, c->xfer[x], c->xfer_len[x], 0, loc, &k);
+        c->xfer_done[x] = 1;
+        phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", k, x,
+                  c->self, slot->buddy[x]);
+    }
+    if (rc) {
+        free(loc);
+        fatal(c, 1, "restoring a checkpoint failed: %s", phx_strerror(rc));
+        return;
+    }
+    if (!waiting) {
+        memcpy(c->loc, loc, (size_t)c->nloc * sizeof *loc);
+        n->loc_n = c->nhome;
+        n->loc = c->loc;   /* routing follows the table from now on */
+        c->restored = 1;
+        ctl(c, coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
+    }
+    free(loc);
+}
+
+/* Drops the shipped copies (after a recovery, or at the end). */
+static void xfer_clear(cr_t *c)
+{
+    for (int x = 0; x < c->size; x++) {
+        free(c->xfer[x]);
+        c->xfer[x] = NULL;
+        c->xfer_epoch[x] = 0;
+    }
+}
+
+static void rb_progress(cr_t *c)
+{
+    if (!c->paused)
+        return;
+    if (!c->state_sent) {
+        c->state_sent = 1;
+        rb_send_state(c);
+    }
+    if (c->have_decision && !c->restored)
+        do_rollback(c);
+}
+
+static void progress(cr_t *c)
+{
+    if (atomic_load(&c->n->stopping))
+        return;
+    if (c->phase == PH_CK)
+        ck_progress(c);
+    else if (c->phase == PH_REC)
+        rb_progress(c);
+}
+
+static void send_decision(cr_t *c, uint64_t e, int disk);
+
+/* Coordinator: decide the round once everyone reported the same set. */
+static void rb_try_decide(cr_t *c)
+{
+    uint64_t e;
+    if (coord(c) != c->self || c->decided_ndead == c->ndead || !phx_ck_round_decide(&c->round, c->dead, &e))
+        return;
+    c->decided_ndead = c->ndead;
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
+    int lost = -1, lost_buddy = -1;
+    int *loc = malloc((size_t)c->nloc * sizeof *loc);
+    int bad = !e || !slot || !loc, disk = 0;
+    if (!bad && phx_ck_relocate(c->size, c->nloc, slot->loc, slot->buddy, c->dead, loc, &lost, &lost_buddy))
+        bad = 2;
+    free(loc);
+    phx_ckd_manifest_t m;
+    if (bad && c->dir && !phx_ckd_find(c->dir, c->tag, UINT64_MAX, &m)) {
+        /* Both memory copies of some node are gone: the disk has them. */
+        PHX_WARN("ckpt", "memory copies lost; restoring disk epoch %llu", (unsigned long long)m.epoch);
+        e = m.epoch;
+        phx_ckd_manifest_free(&m);
+        bad = 0;
+        disk = 1;
+    }
+    if (bad) {
+        int32_t why[2] = { lost, lost_buddy };
+        uint8_t buf[8];
+        phx_put_le32(buf, (uint32_t)why[0]);
+        phx_put_le32(buf + 4, (uint32_t)why[1]);
+        ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
+        return;
+    }
+    send_decision(c, e, disk);
+}
+
+static void send_decision(cr_t *c, uint64_t e, int disk)
+{
+    c->decided_ndead = c->ndead;
+    memset(c->done, 0, (size_t)c->size);
+    size_t len;
+    uint8_t *buf = enc_epoch_set(c, e, disk, &len);
+    if (!buf)
+        return;
+    ctl_all(c, RB_DECIDE, (uint64_t)c->ndead, buf, len, 1);
+    free(buf);
+}
+
+static int cr_on_failure(void *st, int rank)
+{
+    cr_t *c = st;
+    if (rank < 0 || rank >= c->size || c->dead[rank])
+        return 1;
+    c->dead[rank] = 1;
+    c->ndead++;
+    if (c->phase != PH_REC) {
+        c->t_fail = phx_now_ns();
+        if (c->phase == PH_CK)
+            PHX_INFO("ckpt", "rank %d died during checkpoint %llu: aborted", rank, (unsigned long long)c->ck_epoch);
+        phx_ck_commit_abort(&c->commit);
+        c->phase = PH_REC;
+    }
+    c->state_sent = c->have_decision = c->restored = c->restored_own = 0;
+    memset(c->xfer_done, 0, (size_t)c->size);
+    bulk_drop(c, -1, BK_TX | BK_RX);   /* an aborted checkpoint's copies; a new round re-ships */
+    pause_workers(c);
+    progress(c);
+    rb_try_decide(c);   /* a new coordinator may already hold every report */
+    return 1;
+}
+
+static void on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
+{
+    if (len != 9 + (size_t)c->size || (int)round != c->ndead || c->phase != PH_REC ||
+        memcmp(p + 8, c->dead, (size_t)c->size))
+        return;   /* stale: a newer failure is known here */
+    c->rb_epoch = phx_get_le64(p);
+    c->rb_disk = p[8 + c->size];
+    if (c->die_point == DIE_ROLLBACK)
+        raise(SIGKILL);   /* test: a failure during a recovery */
+    c->have_decision = 1;
+    c->restored = c->restored_own = 0;
+    memset(c->xfer_done, 0, (size_t)c->size);
+    progress(c);
+}
+
+static void on_go(cr_t *c, uint64_t round)
+{
+    if ((int)round != c->ndead || c->phase != PH_REC || !c->restored)
+        return;
+    c->phase = PH_IDLE;
+    xfer_clear(c);
+    bulk_drop(c, BK_XFER, BK_TX | BK_RX);
+    double ms = (double)(phx_now_ns() - c->t_fail) / 1e6;
+    phx_evlog("recovery_done", "\"epoch\":%llu,\"round\":%d,\"ms\":%.3f,\"stale_dropped\":%llu",
+              (unsigned long long)c->rb_epoch, c->ndead, ms, (unsigned long long)c->filt.dropped);
+    PHX_INFO("ckpt", "recovered from epoch %llu in %.1f ms", (unsigned long long)c->rb_epoch, ms);
+    resume_workers(c);
+    /* The lost node's tasks now have a single copy (at their new host):
+     * double it at once. */
+    begin_checkpoint(c);
+}
+
+/* A transfer arrived whole: a buddy copy is kept (and ACKed), a shipped
+ * copy waits for the rollback that restores it. */
+static void on_bulk_done(cr_t *c, bulk_t *r)
+{
+    int peer = r->peer, key = r->key;
+    uint64_t id = r->id;
+    if (r->kind == BK_COPY) {
+        int rc = phx_ck_store_put_held(&c->store, r->epoch, peer, r->dst, r->total);
+        if (rc)
+            PHX_WARN("ckpt", "buddy copy of rank %d not kept: %s", peer, phx_strerror(rc));
+        else
+            r->dst = NULL;
+        bulk_del(c->rx, &c->nrx, r);
+        if (!rc)
+            ctl(c, peer, CK_ACK, id, NULL, 0);
+        return;
+    }
+    if ((int)id >= c->ndead) {   /* else shipped for an older round */
+        free(c->xfer[key]);
+        c->xfer[key] = r->dst;
+        c->xfer_len[key] = r->total;
+        c->xfer_epoch[key] = r->epoch;
+        r->dst = NULL;
+    }
+    bulk_del(c->rx, &c->nrx, r);
+    progress(c);
+}
+
+static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *p)
+{
+    cr_t *c = st;
+    size_t len = h->len;
+    if (peer < 0 || peer >= c->size || (c->dead[peer] && peer != c->self))
+        return;
+    switch (h->tag) {
+    case CK_REQ:
+        begin_checkpoint(c);
+        break;
+    case CK_BEGIN:
+        on_begin(c, h->ssn, p, len);
+        break;
+    case CK_MARK:
+        if (h->ssn > c->filt.ck_mark[peer])
+            c->filt.ck_mark[peer] = h->ssn;
+        progress(c);
+        break;
+    case CK_CHUNK:
+        on_chunk(c, peer, h->ssn, p, len);
+        break;
+    case CK_CACK:
+        on_cack(c, peer, h->ssn, p, len);
+        break;
+    case CK_ACK:
+        if (c->phase == PH_CK && h->ssn == c->ck_id) {
+            c->acked = 1;
+            c->t_acked = phx_now_ns();
+            progress(c);
+        }
+        break;
+    case CK_READY:
+        if (h->ssn == c->commit_id && phx_ck_commit_ready(&c->commit, peer, h->ssn & 0xffffffffu, c->dead))
+            ctl_all(c, CK_COMMIT, h->ssn, NULL, 0, 1);
+        break;
+    case CK_COMMIT:
+        if (c->dir && h->ssn == c->ck_id && coord(c) == c->self) {
+            c->disk_epoch = c->ck_epoch;
+            memset(c->disk_ok, 0, (size_t)c->size);
+        }
+        on_commit(c, h->ssn);
+        break;
+    case RB_STATE:
+        if (len == 8 + (size_t)c->size) {
+            phx_ck_round_report(&c->round, peer, p + 8, phx_get_le64(p));
+            rb_try_decide(c);
+        }
+        break;
+    case RB_DECIDE:
+        on_decide(c, h->ssn, p, len);
+        break;
+    case RB_MARK:
+        if (h->ssn > c->filt.rb_mark[peer])
+            c->filt.rb_mark[peer] = h->ssn;
+        break;
+    case RB_DONE:
+        if ((int)h->ssn == c->ndead && c->decided_ndead == c->ndead) {
+            c->done[peer] = 1;
+            int all = 1;
+            for (int r = 0; r < c->size; r++)
+                all &= c->dead[r] || c->done[r];
+            if (all)
+                ctl_all(c, RB_GO, h->ssn, NULL, 0, 1);
+        }
+        break;
+    case RB_GO:
+        on_go(c, h->ssn);
+        break;
+    case CK_DISK:
+        on_disk_ok(c, peer, h->ssn);
+        break;
+    case RB_ABORT: {
+        int lost = len >= 8 ? (int)phx_get_le32(p) : -1, lb = len >= 8 ? (int)phx_get_le32(p + 4) : -1;
+        if (!h->ssn) {
+            PHX_ERROR("ckpt", "work lost: a node died before the first checkpoint was committed%s", "");
+            fprintf(stderr, "phalanx: recovery=cr: work lost: no committed checkpoint to roll back to\n");
+            phx_node_exit(c->n, PHX_EXIT_CKPT_LOST, 0);
+        } else {
+            fprintf(stderr, "phalanx: recovery=cr: checkpoint lost: rank %d and its buddy rank %d both died "
+                            "(no disk checkpoint); the job cannot be recovered\n", lost, lb);
+            phx_evlog("ckpt_lost", "\"rank\":%d,\"buddy\":%d", lost, lb);
+            phx_node_exit(c->n, PHX_EXIT_CKPT_LOST, 0);
+        }
+        break;
+    }
+    default:
+        PHX_WARN("ckpt", "unknown recovery control tag %u from rank %d", h->tag, peer);
+    }
+}
+
+/* ---- hooks ----------------------------------------------------------------- */
+
+static int cr_configure(phx_node_t *n)
+{
+    if (!n->cfg.ft) {
+        fprintf(stderr, "phalanx: recovery=cr needs fault tolerance (--phx-ft=1)\n");
+        return PHX_EINVAL;
+    }
+    if (strcmp(n->cfg.restart_on, "survivors") != 0) {
+        fprintf(stderr, "phalanx: restart-on=%s is not implemented yet (use survivors)\n", n->cfg.restart_on);
+        return PHX_EINVAL;
+    }
+    /* The termination detectors' counters cannot be rolled back (yet): a
+     * job under cr ends by phx_exit. */
+    if (strcmp(n->cfg.td, "none") != 0 && strcmp(n->cfg.td, "rellazy") != 0) {
+        fprintf(stderr, "phalanx: recovery=cr runs without a termination detector (td=none); "
+                        "td=%s is not supported with it\n", n->cfg.td);
+        return PHX_EINVAL;
+    }
+    strcpy(n->cfg.td, "none");
+    return 0;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    begin_checkpoint(t->data);
+}
+
+static int cr_init(phx_node_t *n, void **out)
+{
+    cr_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return PHX_ENOMEM;
+    c->n = n;
+    c->self = n->rank;
+    c->size = n->size;
+    c->decided_ndead = -1;
+    c->gen = 1;
+    c->nhome = n->size;
+    c->tag = phx_ckd_tag();
+    c->dir = n->cfg.ckpt_dir[0] ? n->cfg.ckpt_dir : n->cfg.restart[0] ? n->cfg.restart : NULL;
+    if (n->cfg.ckpt_dir[0] && mkdir(n->cfg.ckpt_dir, 0700) && errno != EEXIST) {
+        fprintf(stderr, "phalanx: cannot create ckpt-dir %s: %s\n", n->cfg.ckpt_dir, strerror(errno));
+        free(c);
+        return PHX_EIO;
+    }
+    if (n->cfg.restart[0]) {
+        phx_ckd_manifest_t m;
+        if (phx_ckd_find(n->cfg.restart, c->tag, UINT64_MAX, &m)) {
+            fprintf(stderr, "phalanx: restart: no usable checkpoint in %s\n", n->cfg.restart);
+            free(c);
+            return PHX_ENOENT;
+        }
+        if (m.nhome > c->nhome)
+            c->nhome = m.nhome;   /* home ranks of the old job, beyond this one's size */
+        phx_ckd_manifest_free(&m);
+        c->restarting = 1;
+        c->t_fail = phx_now_ns();
+    }
+    size_t sz = (size_t)n->size;
+    c->ring = calloc(sz, sizeof *c->ring);
+    c->nloc = c->nhome * PHX_LOC_SLICES;
+    c->loc = calloc((size_t)c->nloc, sizeof *c->loc);
+    c->xfer = calloc(sz, sizeof *c->xfer);
+    c->xfer_len = calloc(sz, sizeof *c->xfer_len);
+    c->xfer_epoch = calloc(sz, sizeof *c->xfer_epoch);
+    c->xfer_done = calloc(sz, 1);
+    c->disk_ok = calloc(sz, 1);
+    c->buddy = calloc(sz, sizeof *c->buddy);
+    c->dead = calloc(sz, 1);
+    c->done = calloc(sz, 1);
+    c->lh = calloc((size_t)n->nworkers, sizeof *c->lh);
+    c->lt = calloc((size_t)n->nworkers, sizeof *c->lt);
+    c->wgen = calloc((size_t)n->nworkers, sizeof *c->wgen);
+    uint32_t *host = calloc(sz, sizeof *host);
+    *out = c;
+    if (!c->ring || !c->loc || !c->buddy || !c->dead || !c->done || !c->lh || !c->lt || !c->wgen || !c->disk_ok || !host ||
+        !c->xfer || !c->xfer_len || !c->xfer_epoch || !c->xfer_done ||
+        phx_ck_commit_init(&c->commit, n->size) || phx_ck_round_init(&c->round, n->size) ||
+        phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc)) {
+        free(host);
+        return PHX_ENOMEM;
+    }
+    /* Buddies follow the heartbeat ring, which puts neighbours on other
+     * hosts wherever the hostfile allows. */
+    for (int r = 0; r < n->size; r++) {
+        uint32_t hsh = 2166136261u;
+        for (const char *s = n->cfg.peers[r].host; *s; s++)
+            hsh = (hsh ^ (uint8_t)*s) * 16777619u;
+        host[r] = hsh;
+    }
+    for (int i = 0; i < c->nloc; i++)
+        c->loc[i] = i / PHX_LOC_SLICES % n->size;
+    int rc = phx_ft_ring_build(n->size, host, c->ring);
+    free(host);
+    if (rc)
+        return rc;
+    const char *die = getenv("PHX_CKPT_DIE");
+    int dr;
+    unsigned long long de;
+    char pt[16];
+    if (die && sscanf(die, "%d:%llu:%15s", &dr, &de, pt) == 3 && dr == n->rank) {
+        c->die_epoch = de;
+        c->die_point = !strcmp(pt, "stored") ? DIE_STORED : !strcmp(pt, "rollback") ? DIE_ROLLBACK : DIE_NONE;
+        if (c->die_point == DIE_NONE) {
+            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback)\n", pt);
+            return PHX_EINVAL;
+        }
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    uv_async_init(&n->loop, &c->async, on_async);
+    c->async.data = c;
+    uv_timer_init(&n->loop, &c->timer);
+    c->timer.data = c;
+    c->open = 1;
+    if (c->restarting) {
+        /* Nothing runs before the restore: the main task rank 0 creates
+         * at job start is dropped by it. */
+        c->phase = PH_REC;
+        c->state_sent = 1;   /* the coordinator decides at job start */
+        pause_workers(c);
+    }
+    if (n->cfg.ckpt_interval > 0) {
+        uint64_t ms = (uint64_t)n->cfg.ckpt_interval * 1000;
+        uv_timer_start(&c->timer, on_timer, ms, ms);
+    }
+    return 0;
+}
+
+static void cr_on_start(void *st)
+{
+    cr_t *c = st;
+    if (c->restarting) {
+        /* Every node is connected and paused since init: restore the
+         * newest usable disk epoch everywhere (a round with no failure). */
+        phx_ckd_manifest_t m;
+        if (phx_ckd_find(c->dir, c->tag, UINT64_MAX, &m)) {
+            fprintf(stderr, "phalanx: restart: no usable checkpoint in %s\n", c->dir);
+            phx_node_exit(c->n, PHX_EXIT_CKPT_LOST, 1);
+            return;
+        }
+        PHX_INFO("ckpt", "restarting from epoch %llu of %s", (unsigned long long)m.epoch, c->dir);
+        uint64_t e = m.epoch;
+        phx_ckd_manifest_free(&m);
+        send_decision(c, e, 1);
+        return;
+    }
+    /* Epoch 1 holds the main task's creation: a failure before any
+     * application checkpoint restarts the job from its beginning. */
+    begin_checkpoint(st);
+}
+
+static int cr_on_deliver(void *st, int peer, const phx_frame_hdr_t *h)
+{
+    (void)h;
+    return phx_ck_filter_drop(&((cr_t *)st)->filt, peer);
+}
+
+static void cr_on_checkpoint(void *st)
+{
+    cr_t *c = st;
+    int k = coord(c);
+    if (k == c->self)
+        begin_checkpoint(c);
+    else if (k >= 0)
+        ctl(c, k, CK_REQ, 0, NULL, 0);
+}
+
+static void closed(uv_handle_t *h) { (void)h; }
+
+static void cr_stop(void *st)
+{
+    cr_t *c = st;
+    if (!c->open)
+        return;
+    c->open = 0;
+    uv_timer_stop(&c->timer);
+    uv_close((uv_handle_t *)&c->timer, closed);
+    uv_close((uv_handle_t *)&c->async, closed);
+    /* Paused workers leave for good: they must reach their STOP message. */
+    pthread_mutex_lock(&c->mu);
+    c->gen++;
+    atomic_store(&c->n->rec_pause, 0);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void cr_destroy(void *st)
+{
+    cr_t *c = st;
+    phx_ck_commit_free(&c->commit);
+    phx_ck_round_free(&c->round);
+    phx_ck_filter_free(&c->filt);
+    phx_ck_store_free(&c->store);
+    if (c->n->loc == c->loc)
+        c->n->loc = NULL;
+    free(c->ring);
+    free(c->loc);
+    free(c->buddy);
+    free(c->dead);
+    free(c->done);
+    free(c->lh);
+    free(c->lt);
+    free(c->wgen);
+    free(c->disk_ok);
+    if (c->xfer)
+        xfer_clear(c);
+    free(c->xfer);
+    free(c->xfer_len);
+    free(c->xfer_epoch);
+    free(c->xfer_done);
+    bulk_drop(c, -1, BK_TX | BK_RX);
+    free(c->tx);
+    free(c->rx);
+    free(c);
+}
+
+const phx_recovery_ops_t phx_recovery_cr = {
+    .name = "cr",
+    .help = "coordinated checkpoints in memory (own + buddy copy), rollback onto the survivors",
+    .configure = cr_configure,
+    .init = cr_init,
+    .on_start = cr_on_start,
+    .on_deliver = cr_on_deliver,
+    .on_ctrl = handle_ctrl,
+    .on_failure = cr_on_failure,
+    .on_checkpoint = cr_on_checkpoint,
+    .worker_pause = cr_worker_pause,
+    .stop = cr_stop,
+    .destroy = cr_destroy,
+};

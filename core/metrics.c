@@ -1,0 +1,325 @@
+/* Node metrics (see metrics.h for the threading contract). */
+#define _GNU_SOURCE
+#include "core/metrics.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/eventlog.h"
+#include "core/ft.h"
+#include "core/node.h"
+#include "ft/hb/hb.h"
+#include "phx_err.h"
+#include "phx_log.h"
+
+#define SUB "metrics"
+#define PUBLISH_MS 250
+
+typedef struct mdef {
+    const char *name, *kind, *help, *label;   /* label: {direction="..."} etc., or NULL */
+} mdef_t;
+
+static mdef_t defs[PHX_METRICS_MAX] = {
+    [PHX_M_MSGS_SENT] = { "phx_messages_total", "counter",
+                          "application messages: sent by this node's tasks (node-local ones included), "
+                          "received from other nodes", "direction=\"sent\"" },
+    [PHX_M_MSGS_RECV] = { "phx_messages_total", "counter", NULL, "direction=\"received\"" },
+    [PHX_M_BYTES_SENT] = { "phx_bytes_total", "counter", "application payload bytes (as messages)",
+                           "direction=\"sent\"" },
+    [PHX_M_BYTES_RECV] = { "phx_bytes_total", "counter", NULL, "direction=\"received\"" },
+    [PHX_M_Q_WORK] = { "phx_queue_depth", "gauge",
+                       "local work in progress (messages queued or running), inbound bytes not yet "
+                       "handled, outbound bytes not yet written", "queue=\"work\"" },
+    [PHX_M_Q_INBOUND_BYTES] = { "phx_queue_depth", "gauge", NULL, "queue=\"inbound_bytes\"" },
+    [PHX_M_Q_SEND_BYTES] = { "phx_queue_depth", "gauge", NULL, "queue=\"send_bytes\"" },
+    [PHX_M_HB_SENT] = { "phx_heartbeats_total", "counter", "failure-detector heartbeats", "direction=\"sent\"" },
+    [PHX_M_HB_RECV] = { "phx_heartbeats_total", "counter", NULL, "direction=\"received\"" },
+    [PHX_M_SUSPICIONS] = { "phx_suspicions_total", "counter", "failures this node's detector declared", NULL },
+    [PHX_M_NODES_DEAD] = { "phx_nodes_dead", "gauge", "nodes this node knows dead (failure notices)", NULL },
+    [PHX_M_FENCED] = { "phx_fenced", "gauge", "1 once this node was declared dead by the others", NULL },
+    [PHX_M_AGREEMENTS] = { "phx_agreements_total", "counter", "agreements (ERA) decided", NULL },
+    [PHX_M_TD_CTRL] = { "phx_td_control_messages_total", "counter",
+                        "termination-detector control messages sent", NULL },
+    [PHX_M_CKPT_COUNT] = { "phx_checkpoints_total", "counter", "checkpoints committed", NULL },
+    [PHX_M_CKPT_BYTES] = { "phx_checkpoint_bytes_total", "counter", "checkpoint bytes written", NULL },
+    [PHX_M_CKPT_LAST_NS] = { "phx_checkpoint_last_duration_seconds", "gauge",
+                             "duration of the last checkpoint", NULL },
+    [PHX_M_RECOVERIES] = { "phx_recoveries_total", "counter", "recoveries completed", NULL },
+    [PHX_M_EPOCH] = { "phx_epoch", "gauge", "current checkpoint epoch", NULL },
+    [PHX_M_LOG_BYTES] = { "phx_message_log_bytes", "gauge", "message log size (0 without logging)", NULL },
+    [PHX_M_LOG_ENTRIES] = { "phx_message_log_entries", "gauge", "message log entries", NULL },
+    [PHX_M_PROGRESS_DONE] = { "phx_progress_done", "gauge", "progress reported by phx_progress", NULL },
+    [PHX_M_PROGRESS_TOTAL] = { "phx_progress_target", "gauge", "total reported by phx_progress (0: unknown)", NULL },
+    [PHX_M_DELIVERIES] = { "phx_deliveries_total", "counter", "messages handed to task handlers", NULL },
+    [PHX_M_TASKS] = { "phx_tasks_created_total", "counter", "tasks created on this node", NULL },
+};
+static _Atomic uint64_t vals[PHX_METRICS_MAX];
+static int ndefs = PHX_M_NBUILTIN;
+
+static struct {
+    struct MHD_Daemon *d;
+    uv_timer_t timer;
+    int timer_open;
+    int status_fd;              /* PHX_STATUS_FD, -1: none */
+    char last[160];             /* last status line written */
+    int rank;
+} M = { .status_fd = -1 };
+
+int phx_metrics_register(const char *name, const char *kind, const char *help)
+{
+    if (!name || !kind || (strcmp(kind, "counter") && strcmp(kind, "gauge")))
+        return PHX_EINVAL;
+    if (ndefs >= PHX_METRICS_MAX)
+        return PHX_ENOSPC;
+    defs[ndefs] = (mdef_t){ name, kind, help, NULL };
+    return ndefs++;
+}
+
+void phx_metrics_add(int id, uint64_t v)
+{
+    if (id >= 0 && id < PHX_METRICS_MAX)
+        atomic_fetch_add_explicit(&vals[id], v, memory_order_relaxed);
+}
+
+void phx_metrics_set(int id, uint64_t v)
+{
+    if (id >= 0 && id < PHX_METRICS_MAX)
+        atomic_store_explicit(&vals[id], v, memory_order_relaxed);
+}
+
+uint64_t phx_metrics_get(int id)
+{
+    return id >= 0 && id < PHX_METRICS_MAX ? atomic_load_explicit(&vals[id], memory_order_relaxed) : 0;
+}
+
+size_t phx_metrics_render(char *buf, size_t cap, int rank)
+{
+    size_t o = 0;
+#define PUT(...) do { if (o < cap) o += (size_t)snprintf(buf + o, cap - o, __VA_ARGS__); } while (0)
+    PUT("# HELP phx_node_rank rank of this node\n# TYPE phx_node_rank gauge\nphx_node_rank %d\n", rank);
+    for (int i = 0; i < ndefs; i++) {
+        const mdef_t *d = &defs[i];
+        if (d->help)   /* the first member of a labelled family carries HELP/TYPE */
+            PUT("# HELP %s %s\n# TYPE %s %s\n", d->name, d->help, d->name, d->kind);
+        uint64_t v = phx_metrics_get(i);
+        if (i == PHX_M_CKPT_LAST_NS)
+            PUT("%s %.9f\n", d->name, (double)v / 1e9);
+        else if (d->label)
+            PUT("%s{%s} %llu\n", d->name, d->label, (unsigned long long)v);
+        else
+            PUT("%s %llu\n", d->name, (unsigned long long)v);
+    }
+#undef PUT
+    if (o >= cap)
+        o = cap ? cap - 1 : 0;
+    return o;
+}
+
+/* ---- HTTP thread: reads the table only ---------------------------------- */
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_len, void **con_cls)
+{
+    (void)cls; (void)version; (void)upload; (void)con_cls;
+    unsigned code = MHD_HTTP_OK;
+    const char *text = NULL;
+    char *body = NULL;
+    size_t len = 0;
+    if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+        code = MHD_HTTP_METHOD_NOT_ALLOWED;
+        text = "only GET /metrics\n";
+    } else if (*upload_len) {
+        code = MHD_HTTP_BAD_REQUEST;
+        text = "no body expected\n";
+    } else if (strcmp(url, "/metrics")) {
+        code = MHD_HTTP_NOT_FOUND;
+        text = "not found: try /metrics\n";
+    } else {
+        size_t cap = 16384;
+        body = malloc(cap);
+        if (!body)
+            return MHD_NO;   /* closes the connection */
+        len = phx_metrics_render(body, cap, M.rank);
+    }
+    struct MHD_Response *r = body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
+                                  : MHD_create_response_from_buffer(strlen(text), (void *)text,
+                                                                    MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type",
+                            body ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain");
+    if (code == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(r, "Allow", "GET, HEAD");
+    enum MHD_Result ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ---- comm thread: publishing and the status line ------------------------ */
+
+static void publish(phx_node_t *n)
+{
+    phx_stats_t s;
+    phx_get_stats(NULL, &s);
+    phx_metrics_set(PHX_M_MSGS_SENT, s.msgs_sent);
+    phx_metrics_set(PHX_M_MSGS_RECV, s.msgs_recv);
+    phx_metrics_set(PHX_M_BYTES_SENT, s.bytes_sent);
+    phx_metrics_set(PHX_M_BYTES_RECV, s.bytes_recv);
+    phx_metrics_set(PHX_M_TD_CTRL, s.td_ctrl_msgs);
+    phx_metrics_set(PHX_M_DELIVERIES, s.deliveries);
+    phx_metrics_set(PHX_M_TASKS, s.tasks_created);
+    int64_t w = atomic_load_explicit(&n->work, memory_order_relaxed);
+    int64_t in = atomic_load_explicit(&n->inbound, memory_order_relaxed), out = 0;
+    for (int r = 0; r < n->size; r++)
+        out += atomic_load_explicit(&n->peer_out[r], memory_order_relaxed);
+    phx_metrics_set(PHX_M_Q_WORK, w > 0 ? (uint64_t)w : 0);
+    phx_metrics_set(PHX_M_Q_INBOUND_BYTES, in > 0 ? (uint64_t)in : 0);
+    phx_metrics_set(PHX_M_Q_SEND_BYTES, out > 0 ? (uint64_t)out : 0);
+    phx_ft_hb_stats_t hs;
+    if (phx_ft_get_stats(n, &hs) == 0) {
+        phx_metrics_set(PHX_M_HB_SENT, hs.sent[PHX_FT_HB_HEARTBEAT]);
+        phx_metrics_set(PHX_M_HB_RECV, hs.recv[PHX_FT_HB_HEARTBEAT]);
+        phx_metrics_set(PHX_M_SUSPICIONS, hs.declared);
+    }
+    pthread_mutex_lock(&n->dead_lock);
+    phx_metrics_set(PHX_M_NODES_DEAD, (uint64_t)n->ndead);
+    pthread_mutex_unlock(&n->dead_lock);
+}
+
+/* One line per change, at most every PUBLISH_MS, non-blocking: a launcher
+ * that stops reading loses status lines, never stalls the comm thread. */
+static void status_line(phx_node_t *n)
+{
+    if (M.status_fd < 0)
+        return;
+    char line[sizeof M.last];
+    int len = snprintf(line, sizeof line, "phx-status 1 rank=%d done=%llu total=%llu dead=%llu epoch=%llu "
+                       "rec=%llu fenced=%llu\n", n->rank,
+                       (unsigned long long)phx_metrics_get(PHX_M_PROGRESS_DONE),
+                       (unsigned long long)phx_metrics_get(PHX_M_PROGRESS_TOTAL),
+                       (unsigned long long)phx_metrics_get(PHX_M_NODES_DEAD),
+                       (unsigned long long)phx_metrics_get(PHX_M_EPOCH),
+                       (unsigned long long)phx_metrics_get(PHX_M_RECOVERIES),
+                       (unsigned long long)phx_metrics_get(PHX_M_FENCED));
+    if (len <= 0 || (size_t)len >= sizeof line || !strcmp(line, M.last))
+        return;
+    /* Shorter than PIPE_BUF: the write is atomic among the nodes sharing the pipe. */
+    ssize_t w = write(M.status_fd, line, (size_t)len);
+    if (w == len) {
+        memcpy(M.last, line, (size_t)len + 1);
+    } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+        PHX_WARN(SUB, "status fd %d: %s; no more status lines", M.status_fd, strerror(errno));
+        close(M.status_fd);
+        M.status_fd = -1;
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    phx_node_t *n = t->data;
+    publish(n);
+    status_line(n);
+}
+
+int phx_metrics_start(phx_node_t *n)
+{
+    M.rank = n->rank;
+    const char *fd = getenv("PHX_STATUS_FD");
+    if (fd && *fd) {
+        char *end;
+        long v = strtol(fd, &end, 10);
+        if (*end || v < 3 || fcntl((int)v, F_GETFD) < 0) {
+            fprintf(stderr, "phalanx: rank %d: PHX_STATUS_FD='%s' is not an open descriptor above 2\n",
+                    n->rank, fd);
+            return PHX_EINVAL;
+        }
+        M.status_fd = (int)v;
+        fcntl(M.status_fd, F_SETFD, FD_CLOEXEC);
+        fcntl(M.status_fd, F_SETFL, fcntl(M.status_fd, F_GETFL) | O_NONBLOCK);
+    }
+    if (n->cfg.metrics_port > 0) {
+        int port = n->cfg.metrics_port + n->rank;
+        if (port > 65535) {
+            fprintf(stderr, "phalanx: rank %d: metrics-port %d + rank is above 65535\n", n->rank,
+                    n->cfg.metrics_port);
+            return PHX_EINVAL;
+        }
+        M.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)port, NULL, NULL,
+                               answer, NULL,
+                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)8,
+                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)5,
+                               MHD_OPTION_END);
+        if (!M.d) {
+            fprintf(stderr, "phalanx: rank %d: cannot serve metrics on port %d (metrics-port=%d + rank): "
+                            "%s\n", n->rank, port, n->cfg.metrics_port, strerror(errno));
+            return PHX_EIO;
+        }
+        phx_evlog("metrics", "\"port\":%d", port);
+    }
+    if (M.status_fd < 0 && !M.d)
+        return 0;
+    int rc = uv_timer_init(&n->loop, &M.timer);
+    if (rc) {
+        fprintf(stderr, "phalanx: rank %d: metrics timer: %s\n", n->rank, uv_strerror(rc));
+        return PHX_EIO;
+    }
+    M.timer.data = n;
+    M.timer_open = 1;
+    uv_unref((uv_handle_t *)&M.timer);   /* never what keeps the loop alive */
+    uv_timer_start(&M.timer, on_timer, 0, PUBLISH_MS);
+    return 0;
+}
+
+static void closed(uv_handle_t *h) { (void)h; }
+
+void phx_metrics_stop(phx_node_t *n)
+{
+    if (n->exit_code == PHX_EXIT_FENCED)
+        phx_metrics_set(PHX_M_FENCED, 1);
+    if (!M.timer_open)
+        return;
+    on_timer(&M.timer);   /* the last state, e.g. fenced or all done */
+    M.timer_open = 0;
+    uv_close((uv_handle_t *)&M.timer, closed);
+}
+
+void phx_metrics_free(phx_node_t *n)
+{
+    (void)n;
+    if (M.d)
+        MHD_stop_daemon(M.d);
+    M.d = NULL;
+    if (M.status_fd >= 0)
+        close(M.status_fd);
+    M.status_fd = -1;
+}
+
+/* ---- progress (public API) ---------------------------------------------- */
+
+/* Event-log lines at most every 20 ms per node, plus the final one: enough
+ * for the timeline, cheap for a program that reports every iteration. */
+void phx_progress(phx_ctx_t *ctx, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    static _Atomic uint64_t last_ns;
+    phx_metrics_set(PHX_M_PROGRESS_DONE, done);
+    phx_metrics_set(PHX_M_PROGRESS_TOTAL, total);
+    if (!phx_evlog_enabled())
+        return;
+    uint64_t now = phx_now_ns(), prev = atomic_load_explicit(&last_ns, memory_order_relaxed);
+    if ((total && done >= total) ||
+        (now - prev >= 20000000u &&
+         atomic_compare_exchange_strong_explicit(&last_ns, &prev, now, memory_order_relaxed,
+                                                 memory_order_relaxed)))
+        phx_evlog("progress", "\"done\":%llu,\"total\":%llu", (unsigned long long)done,
+                  (unsigned long long)total);
+}

@@ -1,0 +1,127 @@
+/* Recovery-mode registry and the hook wrappers core/node.c calls. */
+#include "core/recovery.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/node.h"
+#include "phx_err.h"
+#include "phx_log.h"
+
+static void call_checkpoint(phx_node_t *n, phx_msg_t *m);
+
+static const phx_recovery_ops_t rec_none = { .name = "none", .help = "a lost node's work is lost" };
+
+/* New modes (message logging) add a line here. */
+static const phx_recovery_ops_t *const registry[] = { &rec_none, &phx_recovery_cr };
+#define NREG (sizeof registry / sizeof registry[0])
+
+const phx_recovery_ops_t *phx_recovery_find(const char *name)
+{
+    const char *want = name && name[0] ? name : "none";
+    for (size_t i = 0; i < NREG; i++)
+        if (!strcmp(registry[i]->name, want))
+            return registry[i];
+    return NULL;
+}
+
+const char *phx_recovery_names(void)
+{
+    static char buf[128];
+    if (!buf[0])
+        for (size_t i = 0; i < NREG; i++)
+            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? "|" : "", registry[i]->name);
+    return buf;
+}
+
+int phx_recovery_configure(phx_node_t *n)
+{
+    const phx_recovery_ops_t *o = phx_recovery_find(n->cfg.recovery);
+    if (!o) {
+        fprintf(stderr, "phalanx: unknown recovery mode '%s' (%s)\n", n->cfg.recovery, phx_recovery_names());
+        return PHX_EINVAL;
+    }
+    n->rec = o;
+    return o->configure ? o->configure(n) : 0;
+}
+
+int phx_recovery_init(phx_node_t *n)
+{
+    return n->rec && n->rec->init ? n->rec->init(n, &n->rec_st) : 0;
+}
+
+void phx_recovery_start(phx_node_t *n)
+{
+    if (n->rec && n->rec->on_start)
+        n->rec->on_start(n->rec_st);
+}
+
+void phx_recovery_on_send(phx_node_t *n, const phx_msg_t *m)
+{
+    if (n->rec && n->rec->on_send)
+        n->rec->on_send(n->rec_st, m);
+}
+
+int phx_recovery_on_deliver(phx_node_t *n, int peer, const phx_frame_hdr_t *h)
+{
+    return n->rec && n->rec->on_deliver ? n->rec->on_deliver(n->rec_st, peer, h) : 0;
+}
+
+int phx_recovery_on_ctrl(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const uint8_t *payload)
+{
+    if (h->tag < PHX_CTRL_REC_FIRST || h->tag > PHX_CTRL_REC_LAST)
+        return 0;
+    if (n->rec && n->rec->on_ctrl)
+        n->rec->on_ctrl(n->rec_st, peer, h, payload);
+    else
+        PHX_WARN("recovery", "recovery frame (tag %u) from rank %d without a recovery mode; ignored", h->tag, peer);
+    return 1;
+}
+
+int phx_recovery_on_failure(phx_node_t *n, int rank)
+{
+    return n->rec && n->rec->on_failure ? n->rec->on_failure(n->rec_st, rank) : 0;
+}
+
+void phx_recovery_worker_pause(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt)
+{
+    phx_node_t *n = w->node;
+    if (n->rec && n->rec->worker_pause)
+        n->rec->worker_pause(n->rec_st, w, lh, lt);
+}
+
+void phx_recovery_stop(phx_node_t *n)
+{
+    if (n->rec && n->rec->stop)
+        n->rec->stop(n->rec_st);
+}
+
+void phx_recovery_free(phx_node_t *n)
+{
+    if (n->rec && n->rec->destroy && n->rec_st)
+        n->rec->destroy(n->rec_st);
+    n->rec_st = NULL;
+}
+
+void phx_checkpoint(phx_ctx_t *c)
+{
+    phx_node_t *n = c->w->node;
+    if (!n->rec || !n->rec->on_checkpoint)
+        return;   /* no checkpointing mode: nothing to do */
+    phx_msg_t *m = phx_msg_alloc(0);
+    if (!m) {
+        PHX_ERROR("recovery", "out of memory requesting a checkpoint");
+        return;
+    }
+    /* The request travels to the comm thread like any call. */
+    m->kind = PHX_MK_CALL;
+    m->call = call_checkpoint;
+    phx_node_enqueue_out(n, m);
+}
+
+static void call_checkpoint(phx_node_t *n, phx_msg_t *m)
+{
+    phx_msg_free(m);
+    if (n->rec && n->rec->on_checkpoint)
+        n->rec->on_checkpoint(n->rec_st);
+}

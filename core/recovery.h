@@ -1,0 +1,83 @@
+/* Recovery modes (configuration key `recovery`): a registry of hook tables.
+ *
+ * core/node.c calls the phx_recovery_* wrappers below at fixed points and
+ * never tests the mode: a mode plugs in by adding its ops to the registry
+ * (core/recovery.c). `none` has no ops (a lost node's work is lost); `cr`
+ * is coordinated checkpoint/restart (core/ckpt.c, decisions in ft/ckpt/).
+ * Message logging adds its own entry later.
+ *
+ * Threads: every hook runs on the comm thread unless stated otherwise. */
+#ifndef PHX_CORE_RECOVERY_H
+#define PHX_CORE_RECOVERY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/msg.h"
+#include "core/phalanx.h"
+#include "net/frame.h"
+
+typedef struct phx_node phx_node_t;
+typedef struct phx_worker phx_worker_t;
+
+/* A node and the buddy holding its only other copy died together and no
+ * disk checkpoint covers them: the job ends with this code, naming both. */
+#define PHX_EXIT_CKPT_LOST 78
+
+/* PHX_FT_CTRL tags 24..39 belong to the recovery modes. */
+enum { PHX_CTRL_REC_FIRST = 24, PHX_CTRL_REC_LAST = 39 };
+
+typedef struct phx_recovery_ops {
+    const char *name;
+    const char *help;
+    /* phx_main, before any thread starts: check and adjust the config.
+     * 0, or a negative code after printing why. */
+    int (*configure)(phx_node_t *n);
+    /* After the transport started: allocate the mode's state. */
+    int (*init)(phx_node_t *n, void **st);
+    /* Rank 0 has just created the main task (the job has started). */
+    void (*on_start)(void *st);
+    /* A primary message is about to be written to m->peer (logging modes
+     * keep a copy). */
+    void (*on_send)(void *st, const phx_msg_t *m);
+    /* An application frame arrived from peer; 1 drops it (stale). */
+    int (*on_deliver)(void *st, int peer, const phx_frame_hdr_t *h);
+    /* A PHX_FT_CTRL frame with a tag in the mode's range. */
+    void (*on_ctrl)(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *payload);
+    /* Failure notice; returns 1 when the mode will recover the dead node's
+     * work (the job then goes on and ends with its normal code). */
+    int (*on_failure)(void *st, int rank);
+    /* A checkpoint was requested (phx_checkpoint); m is the request. */
+    void (*on_checkpoint)(void *st);
+    /* A task was rebuilt from a checkpoint (its worker is paused). */
+    void (*on_restore)(void *st, phx_tid_t tid);
+    /* Worker thread, at a handler boundary while n->rec_pause is set:
+     * blocks until released. lh/lt is the worker's unhandled batch. */
+    void (*worker_pause)(void *st, phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt);
+    /* The job is ending: close handles. Then destroy after the loop. */
+    void (*stop)(void *st);
+    void (*destroy)(void *st);
+} phx_recovery_ops_t;
+
+/* Registered modes, by name; NULL if unknown. "none" has no hooks. */
+const phx_recovery_ops_t *phx_recovery_find(const char *name);
+/* "none|cr|..." for help and error messages. */
+const char *phx_recovery_names(void);
+
+/* ---- wrappers the node calls (no-ops without a mode) --------------------- */
+int phx_recovery_configure(phx_node_t *n);
+int phx_recovery_init(phx_node_t *n);
+void phx_recovery_start(phx_node_t *n);
+void phx_recovery_on_send(phx_node_t *n, const phx_msg_t *m);
+int phx_recovery_on_deliver(phx_node_t *n, int peer, const phx_frame_hdr_t *h);
+/* 1 if h is a recovery control frame (consumed). */
+int phx_recovery_on_ctrl(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const uint8_t *payload);
+int phx_recovery_on_failure(phx_node_t *n, int rank);
+void phx_recovery_worker_pause(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt);
+void phx_recovery_stop(phx_node_t *n);
+void phx_recovery_free(phx_node_t *n);
+
+/* The cr mode's ops (core/ckpt.c). */
+extern const phx_recovery_ops_t phx_recovery_cr;
+
+#endif

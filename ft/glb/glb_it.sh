@@ -1,0 +1,43 @@
+# Shared part of the GLB apps' integration tests (apps/uts/test_uts.sh,
+# apps/bc/test_bc.sh). Source it with BIN set; then set APP (binary), ARGS
+# (its problem flags) and WANT (the --seq result line).
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/../../tests/integration/lib.sh"
+PHX=$BIN/phx
+DELTA_MS=${PHX_HB_TIMEOUT:-1000}
+SEED=${SEED:-$(( ($$ * 2654435761) % 4294967296 ))}
+unset PHX_FT PHX_TD PHX_EVENTLOG PHX_GLB_FT PHX_GLB_DIE PHX_GLB_THREADS
+export PHX_HB_TIMEOUT=$DELTA_MS
+LIMIT=$(( 60 + 20 * DELTA_MS / 1000 ))
+echo "# delta=${DELTA_MS}ms seed=$SEED (replay: SEED=$SEED)"
+
+# job NAME N FLAGS...: APP on N nodes; $TMP/NAME.{out,err}, event logs
+# $TMP/NAME.ev.RANK.jsonl, pids $TMP/NAME.pids; exit code in RC.
+job() {
+    local name=$1 n=$2; shift 2
+    PHX_EVENTLOG="$TMP/$name.ev.%r.jsonl" timeout -k 5 $LIMIT "$PHX" run -n "$n" --pidfile "$TMP/$name.pids" \
+        "$APP" $ARGS "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    RC=$?
+    return $RC
+}
+exact() { [ "$RC" = 0 ] && grep -qxF "[0] $WANT" "$TMP/$1.out"; }
+show() { echo "# rc=$RC"; grep -hv WARN "$TMP/$1.out" "$TMP/$1.err" | tail -6 | sed 's/^/#   /'; }
+# expect_exact NAME N FLAGS...: the job prints WANT; a --glb-die death landed.
+expect_exact() {
+    local name=$1
+    job "$@"
+    if exact "$name"; then ok "$name: exact"; else fail "$name: exact"; show "$name"; fi
+    case "$*" in *--glb-die=*)
+        check "$name: the death landed" grep -q "dies at" "$TMP/$name.err" ;;
+    esac
+}
+# expect_lost NAME RANK BACKUP N FLAGS...: clean abort naming the loss, no result.
+expect_lost() {
+    local name=$1 r=$2 y=$3; shift 3
+    job "$name" "$@"
+    check "$name: non-zero exit ($RC)" [ "$RC" != 0 ]
+    check "$name: names the loss" grep -q "unrecoverable: lost rank $r and its backup at $y" "$TMP/$name.err"
+    grep -q "unrecoverable: lost rank $r and its backup at $y" "$TMP/$name.err" ||
+        tail -n 20 "$TMP/$name.err" | sed 's/^/#   /'
+    check "$name: no result printed" sh -c "! grep -qF '${WANT%% *}' '$TMP/$name.out'"
+}

@@ -1,0 +1,497 @@
+/* GLB runtime glue: one GLB task per node drives the node's state machine
+ * (glb_sm.c) over the public Phalanx API.
+ *
+ * The task's mailbox is the actor loop of the paper: a self-addressed CONT
+ * message runs process(n) and the housekeeping, and every protocol message
+ * queued meanwhile is handled before the next CONT (probe). An idle task
+ * keeps one CONT going with a short sleep, which is its timer (timeouts,
+ * waves). Failure notices are polled (phx_failed_nodes) at each handler, so
+ * the machine sees them in notice order and on its own thread.
+ *
+ * Fault injection (tests): --glb-die=POINT:RANK:NTH[:stop|:kill=R][,...] makes
+ * RANK, at the NTH time it passes protocol point POINT (see README), SIGKILL
+ * itself, SIGSTOP itself, or ask rank R to kill both of them (R SIGKILLs the
+ * asker's pid, then itself: two deaths before either can be detected; same
+ * host only). */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/common/phx_err.h"
+#include "core/phalanx.h"
+#include "ft/glb/glb_sm.h"
+
+enum { T_INIT, T_MSG, T_CONT, T_KILL };
+
+typedef struct glb_task {
+    phx_glb_sm_t *sm;
+    phx_ctx_t *ctx;             /* valid during the current handler only */
+    phx_tid_t tids[PHX_GLB_MAXP];
+    int size, rank, self_pending, nfailed;
+    uint64_t t0;
+    struct early { int src; size_t len; struct early *next; uint8_t b[]; } *early, **early_tail;
+} glb_task_t;
+
+static const phx_glb_ops_t *G_ops;
+static phx_glb_ops_t G_wrapped;     /* G_ops with process() over the thread team */
+static void *G_app;
+static phx_glb_cfg_t G_cfg;
+static int G_task_type;
+#define MAX_DIE 8
+static struct die { char point[16]; int rank, nth, stop, kill, count; } G_die[MAX_DIE];
+static int G_ndie;
+
+/* ---- options ------------------------------------------------------------ */
+
+static int opt_int(const char *v, int *out, int min)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*v == 0 || *end || x < min || x > 1 << 30)
+        return PHX_EINVAL;
+    *out = (int)x;
+    return 0;
+}
+
+static int set_opt(phx_glb_cfg_t *c, const char *key, const char *v)
+{
+    if (!strcmp(key, "ft")) {
+        if (!strcmp(v, "on") || !strcmp(v, "1"))
+            c->ft = 1;
+        else if (!strcmp(v, "off") || !strcmp(v, "0"))
+            c->ft = 0;
+        else
+            return PHX_EINVAL;
+        return 0;
+    }
+    if (!strcmp(key, "n")) return opt_int(v, &c->n, 1);
+    if (!strcmp(key, "w")) return opt_int(v, &c->w, 1);
+    if (!strcmp(key, "z")) return opt_int(v, &c->z, 1);
+    if (!strcmp(key, "k")) return opt_int(v, &c->k, 1);
+    if (!strcmp(key, "timeout")) return opt_int(v, &c->timeout_ms, 1);
+    if (!strcmp(key, "threads")) return opt_int(v, &c->threads, 1);
+    if (!strcmp(key, "die")) {
+        if (strlen(v) >= sizeof c->die)
+            return PHX_EINVAL;
+        strcpy(c->die, v);
+        return 0;
+    }
+    return PHX_EINVAL;
+}
+
+int phx_glb_parse(int *argc, char **argv, phx_glb_cfg_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    static const char *keys[] = { "ft", "n", "w", "z", "k", "timeout", "threads", "die" };
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        char env[32], *v;
+        snprintf(env, sizeof env, "PHX_GLB_%s", keys[i]);
+        for (char *p = env; *p; p++)
+            *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+        if ((v = getenv(env)) && set_opt(cfg, keys[i], v) != 0) {
+            fprintf(stderr, "glb: bad %s=%s\n", env, v);
+            return PHX_EINVAL;
+        }
+    }
+    int j = 1;
+    for (int i = 1; i < *argc; i++) {
+        char *a = argv[i];
+        if (strncmp(a, "--glb-", 6) != 0) {
+            argv[j++] = a;
+            continue;
+        }
+        char key[16];
+        const char *eq = strchr(a, '=');
+        size_t kl = eq ? (size_t)(eq - a - 6) : 0;
+        if (!eq || kl >= sizeof key) {
+            fprintf(stderr, "glb: bad option %s (--glb-KEY=VALUE)\n", a);
+            return PHX_EINVAL;
+        }
+        memcpy(key, a + 6, kl);
+        key[kl] = 0;
+        if (set_opt(cfg, key, eq + 1) != 0) {
+            fprintf(stderr, "glb: bad option %s\n", a);
+            return PHX_EINVAL;
+        }
+    }
+    argv[j] = NULL;
+    *argc = j;
+    char spec[sizeof cfg->die];
+    strcpy(spec, cfg->die);
+    for (char *sv, *tok = strtok_r(spec, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
+        struct die *d = &G_die[G_ndie];
+        char rest[64] = "";
+        *d = (struct die){ .rank = -1, .kill = -1 };
+        if (G_ndie == MAX_DIE || sscanf(tok, "%15[^:]:%d:%d%63s", d->point, &d->rank, &d->nth, rest) < 3 ||
+            d->nth < 1) {
+            fprintf(stderr, "glb: bad --glb-die=%s (POINT:RANK:NTH[:stop|:kill=R],...)\n", cfg->die);
+            return PHX_EINVAL;
+        }
+        if (!strcmp(rest, ":stop"))
+            d->stop = 1;
+        else if (!strncmp(rest, ":kill=", 6))
+            d->kill = atoi(rest + 6);
+        else if (rest[0]) {
+            fprintf(stderr, "glb: bad --glb-die suffix %s\n", rest);
+            return PHX_EINVAL;
+        }
+        G_ndie++;
+    }
+    return 0;
+}
+
+/* ---- the node's thread team (glb-threads) ------------------------------- *
+ * Fork/join around each process(n) call of the GLB task: helpers get a
+ * piece split off the node bag, process it into their own result words and
+ * hand both back before the call returns. Only the GLB task's thread forks,
+ * so the state machine never sees a partial bag. */
+static struct team {
+    int n;                      /* helper threads */
+    pthread_t *th;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;
+    int active, pending, items;
+    struct piece { void *bag; uint64_t *res; } *p;
+} T = { .mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER };
+
+static void *team_main(void *arg)
+{
+    int me = (int)(intptr_t)arg;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&T.mu);
+    for (;;) {
+        while (T.gen == seen)
+            pthread_cond_wait(&T.go, &T.mu);
+        seen = T.gen;
+        if (me >= T.active)
+            continue;
+        struct piece *pc = &T.p[me];
+        int n = T.items;
+        pthread_mutex_unlock(&T.mu);
+        G_ops->process(G_app, pc->bag, n, pc->res);
+        pthread_mutex_lock(&T.mu);
+        if (--T.pending == 0)
+            pthread_cond_signal(&T.done);
+    }
+    return NULL;
+}
+
+static int team_process(void *app, void *bag, int n, uint64_t *result)
+{
+    int k = 0;
+    while (k < T.n) {
+        void *piece = G_ops->split(app, bag);
+        if (!piece)
+            break;
+        T.p[k].bag = piece;
+        memset(T.p[k].res, 0, G_ops->result_words * 8);
+        k++;
+    }
+    if (k == 0)
+        return G_ops->process(app, bag, n, result);
+    pthread_mutex_lock(&T.mu);
+    T.active = k, T.pending = k, T.items = n;
+    T.gen++;
+    pthread_cond_broadcast(&T.go);
+    pthread_mutex_unlock(&T.mu);
+    G_ops->process(app, bag, n, result);
+    pthread_mutex_lock(&T.mu);
+    while (T.pending)
+        pthread_cond_wait(&T.done, &T.mu);
+    pthread_mutex_unlock(&T.mu);
+    for (int i = 0; i < k; i++) {
+        G_ops->merge(app, bag, T.p[i].bag);
+        G_ops->reduce(app, result, T.p[i].res);
+    }
+    return !G_ops->is_empty(app, bag);
+}
+
+/* Starts threads-1 helpers (they live until the process exits). */
+static int team_start(int threads)
+{
+    T.n = threads - 1;
+    T.th = calloc((size_t)T.n + 1, sizeof *T.th);
+    T.p = calloc((size_t)T.n + 1, sizeof *T.p);
+    if (!T.th || !T.p)
+        return PHX_ENOMEM;
+    for (int i = 0; i < T.n; i++) {
+        T.p[i].res = calloc(G_ops->result_words + 1, 8);
+        if (!T.p[i].res)
+            return PHX_ENOMEM;
+        int rc = pthread_create(&T.th[i], NULL, team_main, (void *)(intptr_t)i);
+        if (rc != 0)
+            return -rc;
+        pthread_detach(T.th[i]);
+    }
+    return 0;
+}
+
+/* ---- io for the state machine ------------------------------------------- */
+
+static void io_send(void *c, int dst, const uint8_t *buf, size_t len)
+{
+    glb_task_t *t = c;
+    int rc = phx_send(t->ctx, t->tids[dst], T_MSG, buf, len);
+    if (rc == PHX_EINVAL)
+        return;     /* dst is dead: the protocol learns it from the notice */
+    if (rc < 0) {
+        fprintf(stderr, "glb: rank %d: send to %d failed: %s\n", t->rank, dst, phx_strerror(rc));
+        phx_exit(t->ctx, PHX_GLB_EXIT_LOST);
+    }
+}
+
+static void io_point(void *c, const char *label)
+{
+    glb_task_t *t = c;
+    if (!strcmp(label, "R5") && getenv("PHX_GLB_STATS"))
+        fprintf(stderr, "glb-restored rank=%d t_ns=%" PRIu64 "\n", t->rank, phx_now_ns());
+    for (int i = 0; i < G_ndie; i++) {
+        struct die *d = &G_die[i];
+        if (t->rank != d->rank || strcmp(label, d->point) || ++d->count != d->nth)
+            continue;
+        fprintf(stderr, "glb: rank %d dies at %s #%d t_ns=%" PRIu64 "\n", t->rank, label, d->nth, phx_now_ns());
+        fflush(stderr);
+        if (d->stop) {
+            raise(SIGSTOP);
+            return;
+        }
+        if (d->kill >= 0 && d->kill < t->size && d->kill != t->rank) {
+            int64_t pid = getpid();
+            phx_send(t->ctx, t->tids[d->kill], T_KILL, &pid, sizeof pid);
+            return;     /* rank kill takes both of us down */
+        }
+        raise(SIGKILL);
+    }
+}
+
+static void io_finish(void *c, const uint64_t *result)
+{
+    glb_task_t *t = c;
+    double secs = (double)(phx_now_ns() - t->t0) / 1e9;
+    G_ops->report(G_app, result, secs);
+    fflush(stdout);
+    phx_exit(t->ctx, 0);
+}
+
+static void io_abort(void *c, const char *why)
+{
+    glb_task_t *t = c;
+    fprintf(stderr, "%s\n", why);
+    fflush(stderr);
+    phx_exit(t->ctx, PHX_GLB_EXIT_LOST);
+}
+
+/* ---- the GLB task ------------------------------------------------------- */
+
+static void poll_failures(glb_task_t *t)
+{
+    int dead[PHX_GLB_MAXP * 2];
+    int n = phx_failed_nodes(dead, (int)(sizeof dead / sizeof *dead));
+    for (; t->nfailed < n && t->nfailed < (int)(sizeof dead / sizeof *dead); t->nfailed++)
+        phx_glb_sm_dead(t->sm, dead[t->nfailed], phx_now_ns());
+}
+
+static void kick(glb_task_t *t)
+{
+    if (t->self_pending || !t->sm || phx_glb_sm_over(t->sm))
+        return;
+    int rc = phx_send(t->ctx, phx_self(t->ctx), T_CONT, NULL, 0);
+    if (rc < 0) {
+        fprintf(stderr, "glb: rank %d: self send failed: %s\n", t->rank, phx_strerror(rc));
+        phx_exit(t->ctx, PHX_GLB_EXIT_LOST);
+        return;
+    }
+    t->self_pending = 1;
+}
+
+static void on_msg(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    glb_task_t *t = st;
+    t->ctx = c;
+    if (!t->sm) {       /* beat our T_INIT: keep it for later */
+        struct early *e = malloc(sizeof *e + n);
+        if (!e) {
+            fprintf(stderr, "glb: out of memory\n");
+            abort();
+        }
+        e->src = phx_tid_home(src), e->len = n, e->next = NULL;
+        memcpy(e->b, m, n);
+        if (!t->early_tail)
+            t->early_tail = &t->early;
+        *t->early_tail = e;
+        t->early_tail = &e->next;
+        return;
+    }
+    poll_failures(t);
+    phx_glb_sm_recv(t->sm, phx_tid_home(src), m, n, phx_now_ns());
+    kick(t);
+}
+
+static void on_init(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    glb_task_t *t = st;
+    (void)src;
+    t->ctx = c;
+    t->rank = phx_rank(c);
+    t->size = phx_size(c);
+    if (t->sm || n != (size_t)t->size * 8 + 8)
+        return;
+    for (int r = 0; r < t->size; r++)
+        t->tids[r] = phx_get_le64((const uint8_t *)m + 8 * r);
+    t->t0 = phx_get_le64((const uint8_t *)m + 8 * t->size);
+    phx_glb_io_t io = { t, io_send, io_point, io_finish, io_abort };
+    t->sm = phx_glb_sm_new(&G_cfg, &G_wrapped, G_app, t->rank, t->size, &io, 0x5eed);
+    if (!t->sm) {
+        fprintf(stderr, "glb: rank %d: cannot start (P=%d, at most %d)\n", t->rank, t->size, PHX_GLB_MAXP);
+        phx_exit(c, PHX_GLB_EXIT_LOST);
+        return;
+    }
+    if (t->rank == 0)
+        t->t0 = phx_now_ns();
+    phx_glb_sm_start(t->sm, phx_now_ns());
+    for (struct early *e = t->early, *nx; e; e = nx) {
+        nx = e->next;
+        phx_glb_sm_recv(t->sm, e->src, e->b, e->len, phx_now_ns());
+        free(e);
+    }
+    t->early = NULL;
+    t->early_tail = NULL;
+    poll_failures(t);
+    kick(t);
+}
+
+static void on_cont(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    glb_task_t *t = st;
+    (void)src; (void)m; (void)n;
+    t->ctx = c;
+    t->self_pending = 0;
+    poll_failures(t);
+    if (!phx_glb_sm_step(t->sm, phx_now_ns()) && !phx_glb_sm_over(t->sm)) {
+        /* Idle: this CONT is our timer; yield the core to busy nodes. */
+        struct timespec ts = { 0, 500000 };
+        nanosleep(&ts, NULL);
+    }
+    kick(t);
+}
+
+static void on_kill(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    (void)c; (void)st; (void)src;
+    if (n == 8) {
+        int64_t pid;
+        memcpy(&pid, m, 8);
+        kill((pid_t)pid, SIGKILL);
+    }
+    raise(SIGKILL);
+}
+
+static void task_fini(void *st)
+{
+    glb_task_t *t = st;
+    if (t->sm && getenv("PHX_GLB_STATS")) {
+        phx_glb_sm_stats_t s;
+        phx_glb_sm_get_stats(t->sm, &s);
+        fprintf(stderr,
+                "glb-stats rank=%d steals=%" PRIu64 " stolen=%" PRIu64 " gives=%" PRIu64 " backups=%" PRIu64
+                " steal_backups=%" PRIu64 " backup_bytes=%" PRIu64 " adoptions=%" PRIu64 " readopted=%" PRIu64
+                " queries=%" PRIu64 " orphans=%" PRIu64 " waves=%" PRIu64 " malformed=%" PRIu64 "\n",
+                t->rank, s.steals_sent, s.steals_ok, s.gives, s.backups, s.steal_backups, s.backup_bytes,
+                s.adoptions, s.readopted, s.queries, s.orphans, s.waves, s.malformed);
+    }
+    phx_glb_sm_free(t->sm);
+    for (struct early *e = t->early, *nx; e; e = nx) {
+        nx = e->next;
+        free(e);
+    }
+}
+
+/* Communication thread, on each failure notice. Rank 0 holds the reduction
+ * and the GLB task table: its loss ends the job on every node at once, even
+ * where the GLB task was never started (rank 0 died before its start
+ * message left). Other losses reach the state machine by polling. */
+static void on_failure(void *arg, int node, uint32_t inc, uint64_t when_ns)
+{
+    (void)arg; (void)inc; (void)when_ns;
+    if (node != 0)
+        return;
+    fprintf(stderr, "unrecoverable: lost rank 0 (the reduction root)\n");
+    fflush(stderr);
+    _exit(PHX_GLB_EXIT_LOST);
+}
+
+/* Rank 0's main task: one GLB task per node, then everyone's id table. */
+static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
+{
+    (void)st; (void)arg; (void)len;
+    int p = phx_size(c);
+    if (p > PHX_GLB_MAXP) {
+        fprintf(stderr, "glb: %d nodes, at most %d\n", p, PHX_GLB_MAXP);
+        phx_exit(c, PHX_GLB_EXIT_LOST);
+        return;
+    }
+    uint8_t tab[PHX_GLB_MAXP * 8 + 8];
+    for (int r = 0; r < p; r++) {
+        phx_tid_t id = phx_spawn_on(c, G_task_type, r, NULL, 0);
+        if (id == PHX_TID_NONE) {
+            fprintf(stderr, "glb: cannot spawn the GLB task on rank %d\n", r);
+            phx_exit(c, PHX_GLB_EXIT_LOST);
+            return;
+        }
+        phx_put_le64(tab + 8 * r, id);
+    }
+    phx_put_le64(tab + 8 * p, 0);
+    for (int r = 0; r < p; r++) {
+        int rc = phx_send(c, phx_get_le64(tab + 8 * r), T_INIT, tab, (size_t)p * 8 + 8);
+        if (rc < 0) {
+            fprintf(stderr, "glb: cannot start rank %d: %s\n", r, phx_strerror(rc));
+            phx_exit(c, PHX_GLB_EXIT_LOST);
+            return;
+        }
+    }
+    phx_task_done(c);
+}
+
+int phx_glb_run(int argc, char **argv, const phx_glb_ops_t *ops, void *app, const phx_glb_cfg_t *cfg)
+{
+    G_ops = ops;
+    G_app = app;
+    G_cfg = *cfg;
+    G_wrapped = *ops;
+    if (cfg->threads > 1) {
+        int rc = team_start(cfg->threads);
+        if (rc != 0) {
+            fprintf(stderr, "glb: cannot start %d threads: %s\n", cfg->threads, phx_strerror(rc));
+            return 1;
+        }
+        G_wrapped.process = team_process;
+    }
+    /* GLB decides termination itself (waves), so no runtime detector; with
+     * glb-ft the runtime must deliver failure notices. */
+    setenv("PHX_TD", "none", 0);
+    if (cfg->ft) {
+        setenv("PHX_FT", "1", 0);
+        if (phx_on_failure(on_failure, NULL) != 0) {
+            fprintf(stderr, "glb: cannot register the failure callback\n");
+            return 1;
+        }
+    }
+    phx_type_t tt = { .name = "glb", .state_size = sizeof(glb_task_t), .fini = task_fini,
+                      .handlers = { [T_INIT] = on_init, [T_MSG] = on_msg, [T_CONT] = on_cont,
+                                    [T_KILL] = on_kill } };
+    G_task_type = phx_register_type(&tt);
+    phx_type_t mt = { .name = "glb-main", .init = main_init };
+    int main_type = phx_register_type(&mt);
+    if (G_task_type < 0 || main_type < 0) {
+        fprintf(stderr, "glb: cannot register task types\n");
+        return 1;
+    }
+    return phx_main(argc, argv, main_type, NULL, 0);
+}

@@ -1,0 +1,377 @@
+/* Deterministic simulation of P GLB state machines in one process: a toy
+ * bag (a binary tree of depth D, 2^(D+1)-1 nodes, on rank 0, plus a 7-node
+ * subtree statically on every other rank), per-pair FIFO delivery in
+ * a seeded random interleaving, failure notices reaching each survivor at
+ * its own random time, and deaths at random steps or at labelled protocol
+ * points. Oracle: the root reports exactly that count, or the run aborts
+ * where an abort is allowed (a rank and its backup lost together). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ft/glb/glb_sm.h"
+#include "ft/glb/glb_vec.h"
+
+/* ---- toy bag: a stack of node depths ------------------------------------ */
+static int D = 12;
+static int CURP;                   /* ranks in the current run */
+
+static void *t_new(void *app) { (void)app; return phx_glb_vec_new(1); }
+static void t_free(void *app, void *b) { (void)app; phx_glb_vec_free(b); }
+/* Rank 0 the root; every other rank a static share (a subtree of depth 2):
+ * restores must rebuild initial states too. */
+static void t_init(void *app, void *b, int rank, int size)
+{
+    uint8_t v = rank ? (uint8_t)(D - 2) : 0;
+    (void)app; (void)size;
+    phx_glb_vec_push(b, &v);
+}
+static int t_process(void *app, void *bb, int n, uint64_t *res)
+{
+    phx_glb_vec_t *b = bb;
+    (void)app;
+    while (n-- > 0 && b->n) {
+        uint8_t v = *(uint8_t *)phx_glb_vec_at(b, --b->n);
+        res[0]++;
+        if (v++ < D) {
+            phx_glb_vec_push(b, &v);
+            phx_glb_vec_push(b, &v);
+        }
+    }
+    return b->n > 0;
+}
+static void *t_split(void *app, void *bb)
+{
+    phx_glb_vec_t *b = bb;
+    (void)app;
+    return b->n < 2 ? NULL : phx_glb_vec_take_front(b, b->n / 2);
+}
+static void t_merge(void *app, void *bb, void *ll) { (void)app; phx_glb_vec_merge(bb, ll); }
+static int t_empty(void *app, const void *b) { (void)app; return ((const phx_glb_vec_t *)b)->n == 0; }
+static size_t t_psize(void *app, const void *b) { (void)app; return 4 + ((const phx_glb_vec_t *)b)->n; }
+static void t_enc(const void *item, phx_wenc_t *e) { phx_wenc_u8(e, *(const uint8_t *)item); }
+static int t_dec(void *item, phx_wdec_t *d) { *(uint8_t *)item = phx_wdec_u8(d); return 0; }
+static void t_pack(void *app, const void *b, phx_wenc_t *e) { (void)app; phx_glb_vec_pack(b, e, t_enc); }
+static void *t_unpack(void *app, phx_wdec_t *d) { (void)app; return phx_glb_vec_unpack(d, 1, 1, t_dec); }
+static void t_reduce(void *app, uint64_t *acc, const uint64_t *r) { (void)app; acc[0] += r[0]; }
+
+static const phx_glb_ops_t OPS = {
+    .result_words = 1, .bag_new = t_new, .bag_free = t_free, .bag_init = t_init, .process = t_process,
+    .split = t_split, .merge = t_merge, .is_empty = t_empty, .pack_size = t_psize, .pack = t_pack,
+    .unpack = t_unpack, .reduce = t_reduce,
+};
+
+/* ---- the simulated network ---------------------------------------------- */
+#define MAXN 16
+typedef struct smsg { int src, dst; size_t len; uint8_t *b; struct smsg *next; } smsg_t;
+typedef struct sim {
+    int p, dead[MAXN], noticed[MAXN][MAXN], finished, aborted;
+    uint64_t result, rng, now;
+    phx_glb_sm_t *n[MAXN];
+    smsg_t *q;                  /* all messages in flight, send order */
+    int nq;
+    /* death at a labelled point */
+    const char *die_label; int die_rank, die_nth, die_count;
+    int die_pair;               /* also kill this rank at the same moment (-1 none) */
+    int chain_max;              /* R5 at any rank 2..chain_max kills it (sequential kills) */
+    char why[200];
+} sim_t;
+
+typedef struct ioctx { sim_t *s; int rank; } ioctx_t;
+static ioctx_t IOC[MAXN];
+static phx_glb_sm_stats_t TOT;     /* summed over runs: proves the paths ran */
+
+static uint64_t srnd(sim_t *s)
+{
+    s->rng ^= s->rng << 13; s->rng ^= s->rng >> 7; s->rng ^= s->rng << 17;
+    return s->rng;
+}
+
+/* A death loses a random tail of what the node sent to each peer (its
+ * outbox and socket buffers), keeping per-pair FIFO order. */
+static uint64_t srnd(sim_t *s);
+static void kill_node(sim_t *s, int r)
+{
+    if (s->dead[r])
+        return;
+    s->dead[r] = 1;
+    if (getenv("SIMDBG"))
+        fprintf(stderr, "kill %d at %llu\n", r, (unsigned long long)s->now);
+    int cut[MAXN] = { 0 }, keep[MAXN];
+    for (int d = 0; d < MAXN; d++)
+        keep[d] = (int)(srnd(s) % 4);   /* messages to d that still get out */
+    for (smsg_t **pp = &s->q; *pp;) {
+        smsg_t *m = *pp;
+        if (m->src == r && (cut[m->dst] || keep[m->dst]-- <= 0)) {
+            cut[m->dst] = 1;
+            *pp = m->next;
+            s->nq--;
+            free(m->b);
+            free(m);
+        } else {
+            pp = &m->next;
+        }
+    }
+}
+
+static void io_send(void *c, int dst, const uint8_t *buf, size_t len)
+{
+    ioctx_t *x = c;
+    sim_t *s = x->s;
+    if (s->dead[x->rank])
+        return;                 /* a dead node sends nothing */
+    smsg_t *m = calloc(1, sizeof *m);
+    assert_non_null(m);
+    m->src = x->rank, m->dst = dst, m->len = len;
+    m->b = malloc(len);
+    memcpy(m->b, buf, len);
+    smsg_t **pp = &s->q;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = m;
+    s->nq++;
+}
+static void io_point(void *c, const char *label)
+{
+    ioctx_t *x = c;
+    sim_t *s = x->s;
+    if (s->chain_max && !strcmp(label, "R5") && x->rank >= 2 && x->rank <= s->chain_max) {
+        kill_node(s, x->rank);
+        return;
+    }
+    if (!s->die_label || strcmp(label, s->die_label) || x->rank != s->die_rank || s->dead[x->rank])
+        return;
+    if (++s->die_count == s->die_nth) {
+        kill_node(s, x->rank);
+        if (s->die_pair >= 0)
+            kill_node(s, s->die_pair);
+    }
+}
+static void io_finish(void *c, const uint64_t *r) { ioctx_t *x = c; x->s->finished = 1; x->s->result = r[0]; }
+static void io_abort(void *c, const char *why)
+{
+    ioctx_t *x = c;
+    if (x->s->dead[x->rank])
+        return;
+    x->s->aborted = 1;
+    snprintf(x->s->why, sizeof x->s->why, "%s", why);
+}
+
+/* Delivers one message: a random pair's oldest (per-pair FIFO). */
+static void deliver(sim_t *s)
+{
+    int k = (int)(srnd(s) % (uint64_t)s->nq);
+    smsg_t **pp = &s->q;
+    for (int i = 0; i < k; i++)
+        pp = &(*pp)->next;
+    int src = (*pp)->src, dst = (*pp)->dst;
+    pp = &s->q;             /* the oldest message of that pair */
+    while ((*pp)->src != src || (*pp)->dst != dst)
+        pp = &(*pp)->next;
+    smsg_t *m = *pp;
+    *pp = m->next;
+    s->nq--;
+    if (!s->dead[m->dst])
+        phx_glb_sm_recv(s->n[m->dst], m->src, m->b, m->len, s->now);
+    free(m->b);
+    free(m);
+}
+
+/* Runs until finish/abort. kill_at[r] = step at which r dies (0 = never). */
+static void run(sim_t *s, int p, uint64_t seed, int ft, const uint64_t *kill_at)
+{
+    phx_glb_cfg_t cfg = { .ft = ft, .n = 7, .k = 3, .timeout_ms = 1 << 30 };
+    s->p = p;
+    CURP = p;
+    s->rng = seed * 2654435761u + 1;
+    for (int r = 0; r < p; r++) {
+        IOC[r] = (ioctx_t){ s, r };
+        phx_glb_io_t io = { &IOC[r], io_send, io_point, io_finish, io_abort };
+        s->n[r] = phx_glb_sm_new(&cfg, &OPS, NULL, r, p, &io, seed);
+        assert_non_null(s->n[r]);
+    }
+    for (int r = 0; r < p; r++)
+        phx_glb_sm_start(s->n[r], 0);
+    for (uint64_t it = 1; !s->finished && !s->aborted; it++) {
+        assert_true(it < 20000000);
+        s->now = it * 1000;
+        for (int r = 0; r < p; r++)
+            if (kill_at && kill_at[r] == it)
+                kill_node(s, r);
+        uint64_t c = srnd(s) % 8;
+        if (c < 4 && s->nq) {
+            deliver(s);
+        } else if (c < 7) {
+            int r = (int)(srnd(s) % (uint64_t)p);
+            if (!s->dead[r])
+                phx_glb_sm_step(s->n[r], s->now);
+        } else {
+            /* a notice of some dead rank reaches some live rank */
+            int d = (int)(srnd(s) % (uint64_t)p), r = (int)(srnd(s) % (uint64_t)p);
+            if (s->dead[d] && !s->dead[r] && !s->noticed[r][d]) {
+                s->noticed[r][d] = 1;
+                phx_glb_sm_dead(s->n[r], d, s->now);
+            }
+        }
+    }
+    while (s->q) {
+        smsg_t *m = s->q;
+        s->q = m->next;
+        free(m->b);
+        free(m);
+    }
+    for (int r = 0; r < p; r++) {
+        phx_glb_sm_stats_t x;
+        phx_glb_sm_get_stats(s->n[r], &x);
+        TOT.adoptions += x.adoptions, TOT.readopted += x.readopted, TOT.queries += x.queries;
+        TOT.orphans += x.orphans, TOT.steals_ok += x.steals_ok, TOT.steal_backups += x.steal_backups;
+        phx_glb_sm_free(s->n[r]);
+    }
+}
+
+static uint64_t expect(void) { return (2ull << D) - 1 + (uint64_t)(CURP - 1) * 7; }
+
+/* Runs and requires the exact count (no abort allowed). */
+static void run_exact(sim_t *s, int p, uint64_t seed, int ft, const uint64_t *k, const char *what)
+{
+    run(s, p, seed, ft, k);
+    if (s->aborted)
+        fail_msg("%s seed %d: aborted: %s", what, (int)seed, s->why);
+    assert_int_equal(s->result, expect());
+}
+
+static void test_no_failure(void **st)
+{
+    (void)st;
+    for (int ft = 0; ft <= 1; ft++)
+        for (int p = 1; p <= 8; p++)
+            for (uint64_t seed = 1; seed <= 4; seed++) {
+                sim_t s = { .die_pair = -1 };
+                run_exact(&s, p, seed, ft, NULL, __func__);
+            }
+}
+
+static void test_one_random_kill(void **st)
+{
+    (void)st;
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        sim_t s = { .die_pair = -1 };
+        uint64_t k[MAXN] = { 0 };
+        int p = 2 + (int)(seed % 7);
+        k[1 + seed % (uint64_t)(p - 1)] = 50 + (seed * 7919) % 3000;
+        run_exact(&s, p, seed, 1, k, __func__);
+    }
+    fprintf(stderr, "adoptions %llu readopted %llu queries %llu orphans %llu steals %llu stlbk %llu\n",
+            (unsigned long long)TOT.adoptions, (unsigned long long)TOT.readopted,
+            (unsigned long long)TOT.queries, (unsigned long long)TOT.orphans,
+            (unsigned long long)TOT.steals_ok, (unsigned long long)TOT.steal_backups);
+    assert_true(TOT.adoptions > 200 && TOT.readopted > 0 && TOT.queries > 0 && TOT.orphans > 0);
+}
+
+/* Deaths in the first steps, before the first backup may have landed. */
+static void test_early_kill(void **st)
+{
+    (void)st;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        sim_t s = { .die_pair = -1 };
+        uint64_t k[MAXN] = { 0 };
+        int p = 2 + (int)(seed % 7);
+        k[1 + seed % (uint64_t)(p - 1)] = 1 + seed % 40;
+        run_exact(&s, p, seed, 1, k, __func__);
+    }
+}
+
+static void test_two_nonadjacent(void **st)
+{
+    (void)st;
+    for (uint64_t seed = 1; seed <= 150; seed++) {
+        sim_t s = { .die_pair = -1 };
+        uint64_t k[MAXN] = { 0 };
+        int p = 6 + (int)(seed % 3);
+        uint64_t t = 50 + (seed * 104729) % 3000;
+        k[1 + seed % 2] = t;                        /* 1 or 2 */
+        k[4] = t + (seed % 3) * 300;                /* never adjacent to 1 or 2 */
+        run_exact(&s, p, seed, 1, k, __func__);
+    }
+}
+
+static void test_rank_and_backup(void **st)
+{
+    (void)st;
+    int aborts = 0;
+    for (uint64_t seed = 1; seed <= 100; seed++) {
+        sim_t s = { .die_pair = -1 };
+        uint64_t k[MAXN] = { 0 };
+        k[2] = k[3] = 200 + (seed * 7919) % 2000;
+        run(&s, 5, seed, 1, k);
+        if (s.aborted) {
+            aborts++;
+            assert_non_null(strstr(s.why, "unrecoverable: lost rank 2 and its backup at 3"));
+        } else {
+            assert_int_equal(s.result, expect());   /* rank 2 already idle and empty, say */
+        }
+    }
+    assert_true(aborts > 50);
+}
+
+static void test_sequential_kills(void **st)
+{
+    (void)st;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        /* N-2 of 7 one after another: 1 dies, then each next rank dies once
+         * it has adopted its predecessor and backed that up (R5). */
+        sim_t s = { .die_pair = -1, .chain_max = 5 };
+        uint64_t k[MAXN] = { 0 };
+        k[1] = 100 + seed * 13;
+        run_exact(&s, 7, seed, 1, k, __func__);
+    }
+}
+
+/* A death at each labelled point of the steal and backup protocols: exact.
+ * Deaths at restore points (R1, R2) are a second failure next to the first
+ * (the adopter dies before its state is backed up): exact or a clean abort. */
+static void test_points(void **st)
+{
+    (void)st;
+    static const char *single[] = { "V1", "V2", "T1", "T3", "B1", "W", "P" };
+    for (size_t l = 0; l < sizeof single / sizeof *single; l++)
+        for (uint64_t seed = 1; seed <= 40; seed++) {
+            sim_t s = { .die_pair = -1, .die_label = single[l] };
+            s.die_rank = 1 + (int)(seed % 5);
+            s.die_nth = 1 + (int)(seed % 3);
+            run_exact(&s, 6, seed, 1, NULL, single[l]);
+        }
+    static const char *restore[] = { "R1", "R2" };
+    for (size_t l = 0; l < 2; l++)
+        for (uint64_t seed = 1; seed <= 40; seed++) {
+            sim_t s = { .die_pair = -1, .die_label = restore[l], .die_nth = 1 };
+            uint64_t k[MAXN] = { 0 };
+            k[2] = 300 + seed * 37;
+            s.die_rank = 3;
+            run(&s, 6, seed, 1, k);
+            if (s.aborted)
+                assert_non_null(strstr(s.why, "unrecoverable: lost rank"));
+            else
+                assert_int_equal(s.result, expect());
+        }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_failure),
+        cmocka_unit_test(test_one_random_kill),
+        cmocka_unit_test(test_early_kill),
+        cmocka_unit_test(test_two_nonadjacent),
+        cmocka_unit_test(test_rank_and_backup),
+        cmocka_unit_test(test_sequential_kills),
+        cmocka_unit_test(test_points),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

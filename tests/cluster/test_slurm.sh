@@ -1,0 +1,109 @@
+#!/bin/bash
+# A real single-machine Slurm (Debian's slurmctld and slurmd, a generated
+# slurm.conf, munged with a generated key), all in a temp dir on
+# unprivileged ports. Runs fib on 4 nodes through `salloc -n 4 phx run`
+# and by direct launch `srun -n 4 fib` (no phx: each task derives its
+# identity from SLURM_PROCID, SLURM_NTASKS and SLURM_STEP_NODELIST), and
+# checks the results. Skips (77) where Slurm or munge is missing or cannot
+# start.
+# Usage: test_slurm.sh BINDIR
+BIN=$(cd "$1" && pwd)
+PHX="$BIN/phx"
+. "$(dirname "$0")/../integration/lib.sh"
+
+for c in slurmctld slurmd munged srun salloc sinfo; do
+    command -v "$c" >/dev/null || [ -x "/usr/sbin/$c" ] ||
+        skip "no $c (Debian: slurmctld, slurmd, slurm-client, munge)"
+done
+PATH=$PATH:/usr/sbin
+DAEMONS=""
+slurm_cleanup() {
+    for p in $DAEMONS; do kill -TERM "$p" 2>/dev/null; done
+    for p in $DAEMONS; do gone "$p" 5000 || kill -9 "$p" 2>/dev/null; done
+    cleanup
+}
+trap slurm_cleanup EXIT
+trap 'exit 1' INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+S=$TMP/slurm
+mkdir -p "$S/state" "$S/spool" "$S/home/.phalanx" "$S/nohome"
+chmod 700 "$S"
+head -c 1024 /dev/urandom >"$S/munge.key" && chmod 600 "$S/munge.key"
+munged -F --force --key-file="$S/munge.key" --socket="$S/munge.sock" --pid-file="$S/munged.pid" \
+    --log-file="$S/munged.log" --seed-file="$S/munge.seed" 2>"$S/munged.err" &
+DAEMONS="$DAEMONS $!"; disown $!
+wait_for 10 test -S "$S/munge.sock" || skip "munged does not start: $(tail -2 "$S/munged.err" "$S/munged.log")"
+
+USER_NAME=$(id -un)
+cat >"$S/slurm.conf" <<EOF
+ClusterName=phxtest$$
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$(free_port)
+SlurmdPort=$(free_port)
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$S/munge.sock
+SlurmUser=$USER_NAME
+SlurmdUser=$USER_NAME
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd.pid
+SlurmctldLogFile=$S/slurmctld.log
+SlurmdLogFile=$S/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SwitchType=switch/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+# 4 CPUs whatever the machine has: 4 tasks fit on one node.
+SlurmdParameters=config_overrides
+ReturnToService=2
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
+PartitionName=test Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+EOF
+export SLURM_CONF=$S/slurm.conf
+slurmctld -D -i >"$S/slurmctld.out" 2>&1 &
+DAEMONS="$DAEMONS $!"; disown $!
+slurmd -D -N localhost >"$S/slurmd.out" 2>&1 &
+DAEMONS="$DAEMONS $!"; disown $!
+node_idle() { [ "$(sinfo -h -o %t 2>/dev/null)" = idle ]; }
+wait_for 30 node_idle || skip "Slurm does not start: $(tail -3 "$S/slurmctld.log" "$S/slurmd.log" 2>&1)"
+echo "# Slurm up: $(sinfo -h -o '%P %a %D %t %N')"
+
+HB=$(hb_ms)
+JOB_S=$(( 60 + 10 * HB / 1000 ))
+unset PHX_SECRET PHX_SECRET_FILE PHX_RANK PHX_SIZE PHX_PEERS
+# Direct launch: ports from PHX_BASE_PORT (unique to this run) + local id.
+export PHX_BASE_PORT=$(port_base)
+
+timeout -k 5 $JOB_S salloc -Q -n 4 "$PHX" run "$BIN/fib" 18 >"$TMP/salloc.out" 2>"$TMP/salloc.err"; rc=$?
+check "salloc -n 4 phx run fib 18: exit 0, the fault-free result on 4 nodes (rc $rc)" \
+    eval '[ $rc = 0 ] && grep -q "^\[0\] fib(18) = 2584 on 4 nodes.*OK" "$TMP/salloc.out"'
+
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TMP/secret"; chmod 600 "$TMP/secret"
+PHX_SECRET_FILE=$TMP/secret timeout -k 5 $JOB_S srun -Q -n 4 "$BIN/fib" 18 >"$TMP/srun.out" 2>"$TMP/srun.err"; rc=$?
+check "srun -n 4 fib 18 (direct launch, PHX_SECRET_FILE): exit 0, result on 4 nodes (rc $rc)" \
+    eval '[ $rc = 0 ] && [ "$(grep -c "^fib(18) = 2584 on 4 nodes.*OK" "$TMP/srun.out")" = 1 ]'
+
+# Identity: every task reports the rank, size and peers it derived.
+PHX_SECRET_FILE=$TMP/secret timeout -k 5 $JOB_S srun -Q -n 4 "$BIN/fib" 18 --phx-log=info \
+    >"$TMP/srun2.out" 2>"$TMP/srun2.err"; rc=$?
+check "direct launch: ranks 0-3 of 4 all start (rc $rc)" \
+    eval '[ $rc = 0 ] && [ "$(grep -Eo "\[rank [0-3]\]" "$TMP/srun2.err" | sort -u | wc -l)" = 4 ]'
+
+# With no secret given: the per-user default $HOME/.phalanx/secret.
+cp "$TMP/secret" "$S/home/.phalanx/secret"
+HOME=$S/home timeout -k 5 $JOB_S srun -Q -n 4 "$BIN/fib" 18 >"$TMP/srun3.out" 2>"$TMP/srun3.err"; rc=$?
+check "direct launch with the default secret file \$HOME/.phalanx/secret (rc $rc)" \
+    eval '[ $rc = 0 ] && grep -q "^fib(18) = 2584 on 4 nodes.*OK" "$TMP/srun3.out"'
+HOME=$S/nohome timeout -k 5 $JOB_S srun -Q -n 4 "$BIN/fib" 18 >"$TMP/srun4.out" 2>"$TMP/srun4.err"; rc=$?
+check "direct launch with no secret anywhere: fails, naming the file (rc $rc)" \
+    eval '[ $rc != 0 ] && grep -q "nohome/.phalanx/secret" "$TMP/srun4.err" && ! grep -q "fib(18) =" "$TMP/srun4.out"'
+finish

@@ -1,0 +1,122 @@
+#!/bin/bash
+# Checkpoint/restart benchmark (recovery=cr) on loopback, medians of REPS.
+#  1. Checkpoint throughput: jacobi sized for S MiB of task state per node,
+#     4 nodes; bytes per node / ckpt_commit ms, beside memcpy and raw-TCP
+#     bandwidth measured in the same run (the limit is the slower).
+#  2. Restart time of one kill on 8 nodes, split from the event logs into
+#     detection (kill -> last survivor's notice), agreement (-> first
+#     rollback), state transfer (-> last restore) and re-execution (-> the
+#     main task logs again the last iteration it logged before the kill).
+#  3. Forward-path overhead of periodic checkpoints against recovery=none
+#     (ckpt-interval 1 s and 10 s), interleaved rounds, paired medians.
+# Usage: tools/bench/bench_ckpt.sh BUILD_DIR [REPS]
+#   PARTS=1,3 runs only those parts (default 1,2,3); SIZES="1 8 32" the
+#   state per node of part 1, in MiB.
+set -eu
+PARTS=${PARTS:-1,2,3}
+part() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
+B=${1:-build}/bin
+REPS=${2:-3}
+T=$(mktemp -d /tmp/phx-bench-ckpt.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+export PHX_WORKERS=${PHX_WORKERS:-2}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+echo "phalanx checkpoint benchmark: $REPS runs each, medians ($(nproc) cores, $(date -u +%F))"
+
+# ---- 1. throughput ---------------------------------------------------------
+if part 1; then
+memcpy_gbs=$(python3 -c '
+import time
+b = bytearray(256 << 20); c = bytearray(256 << 20); c[:] = b; best = 0
+for _ in range(5):   # into memory already touched: memcpy, not page faults
+    t = time.perf_counter(); c[:] = b; d = time.perf_counter() - t; best = max(best, len(b) / d / 1e9)
+print("%.2f" % best)')
+tcp_gbs=$(for _ in $(seq "$REPS"); do "$B/rawtcp" bw 1000 2>/dev/null |
+    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^MiB_per_s=/) { split($i, a, "="); print a[2] * 1048576 / 1e9 } }'; done | median)
+limit=$(awk -v a="$memcpy_gbs" -v b="$tcp_gbs" 'BEGIN { print (a < b) ? a : b }')
+printf '\nmemcpy %s GB/s, raw TCP %s GB/s: limit %s GB/s\n\n' "$memcpy_gbs" "$tcp_gbs" "$limit"
+printf '| state per node | ckpt ms (median) | GB/s per node | vs limit |\n|---|---|---|---|\n'
+for mib in ${SIZES:-1 8 32}; do
+    # 4 nodes x V=4 blocks; N^2 * 8 bytes over 4 nodes = mib MiB each
+    n=$(python3 -c "import math; print(int(math.sqrt($mib * 4 * 1048576 / 8)))")
+    for _ in $(seq "$REPS"); do
+        rm -f "$T"/ev.*
+        "$B/phx" run -n 4 "$B/jacobi" --phx-ft=1 --phx-recovery=cr --phx-eventlog="$T/ev.%r.jsonl" \
+            -N "$n" -i 8 -c 2 >/dev/null 2>&1
+        python3 - "$T/ev.0.jsonl" <<'EOF'
+import json, sys
+c = [json.loads(l) for l in open(sys.argv[1]) if '"ckpt_commit"' in l]
+for e in c[1:]:   # epoch 1 (job start) holds no grid yet
+    print(e["ms"], e["bytes"])
+EOF
+    done >"$T/tp"
+    ms=$(awk '{ print $1 }' "$T/tp" | median)
+    by=$(awk '{ print $2 }' "$T/tp" | median)
+    gbs=$(awk -v b="$by" -v m="$ms" 'BEGIN { printf "%.3f", b / (m / 1000) / 1e9 }')
+    printf '| %s MiB | %s | %s | %sx |\n' "$mib" "$ms" "$gbs" "$(awk -v g="$gbs" -v l="$limit" 'BEGIN { printf "%.2f", g / l }')"
+done
+# CPU cost, which the machine's other load does not inflate as it does wall
+# time: CPU seconds of a run with a checkpoint every iteration minus one
+# without, per GB checkpointed (4 nodes x 32 MiB, 7 more checkpoints).
+n=$(python3 -c "import math; print(int(math.sqrt(32 * 4 * 1048576 / 8)))")
+for _ in $(seq "$REPS"); do
+    python3 - "$B" "$n" <<'EOF'
+import resource, subprocess, sys
+b, n = sys.argv[1], int(sys.argv[2])
+def cpu(c):
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([b + "/phx", "run", "-n", "4", b + "/jacobi", "--phx-ft=1", "--phx-recovery=cr",
+                    "-N", str(n), "-i", "8", "-c", str(c)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+print((cpu(1) - cpu(0)) / (7 * n * n * 8 / 1e9))
+EOF
+done >"$T/cpu"
+printf '\nCPU per GB checkpointed (32 MiB per node, median): %.2f s/GB\n' "$(median <"$T/cpu")"
+
+fi
+
+# ---- 2. restart time ---------------------------------------------------------
+if part 2; then
+printf '\n| restart of one kill, 8 nodes, N=256 | detection | agreement | state transfer | re-execution |\n|---|---|---|---|---|\n'
+for _ in $(seq "$REPS"); do
+    rm -f "$T"/ev.* "$T/pids"
+    "$B/phx" run -n 8 --pidfile "$T/pids" "$B/jacobi" --phx-ft=1 --phx-recovery=cr \
+        --phx-eventlog="$T/ev.%r.jsonl" -N 256 -i 3000 -c 100 >/dev/null 2>&1 &
+    job=$!
+    until grep -qs '"iter":350}' "$T"/ev.*.jsonl; do sleep 0.02; done
+    kt=$(date +%s%N)
+    kill -9 "$(awk '$1 == 3 { print $2 }' "$T/pids")"
+    wait "$job" || true
+    python3 - "$kt" "$T" <<'EOF'
+import glob, json, sys
+kill = int(sys.argv[1]); ev = []
+for f in glob.glob(sys.argv[2] + "/ev.*.jsonl"):
+    ev += [json.loads(l) for l in open(f)]
+t = lambda name: [e["t"] for e in ev if e["ev"] == name and e["t"] > kill]
+notice, rb, rs, done = max(t("notice")), min(t("rollback")), max(t("restore")), max(t("recovery_done"))
+before = max(e["iter"] for e in ev if e["ev"] == "jacobi_iter" and e["t"] < kill)
+# progress passes the pre-kill point again (the first iteration after it
+# when the rollback landed exactly there)
+again = min(e["t"] for e in ev if e["ev"] == "jacobi_iter" and e["t"] > done and e["iter"] >= before)
+print((notice - kill) / 1e6, (rb - notice) / 1e6, (max(rs, done) - rb) / 1e6, (again - done) / 1e6)
+EOF
+done >"$T/rs"
+printf '| ms (median) | %s | %s | %s | %s |\n' "$(awk '{print $1}' "$T/rs" | median)" "$(awk '{print $2}' "$T/rs" | median)" \
+    "$(awk '{print $3}' "$T/rs" | median)" "$(awk '{print $4}' "$T/rs" | median)"
+
+fi
+
+# ---- 3. forward-path overhead --------------------------------------------------
+if part 3; then
+printf '\n| jacobi 4 nodes, N=1024, 300 iterations | none (ms) | cr, 10 s | cr, 1 s |\n|---|---|---|---|\n'
+jt() { "$B/phx" run -n 4 "$B/jacobi" --phx-ft=1 "$@" -N 1024 -i 300 2>/dev/null | sed -n 's/.*(\([0-9.]*\) ms).*/\1/p'; }
+for _ in $(seq "$REPS"); do
+    a=$(jt --phx-recovery=none --phx-td=none); b=$(jt --phx-recovery=cr --phx-ckpt-interval=10); c=$(jt --phx-recovery=cr --phx-ckpt-interval=1)
+    echo "$a $b $c"
+done >"$T/ov"
+a=$(awk '{print $1}' "$T/ov" | median)
+r10=$(awk '{print ($2 / $1 - 1) * 100}' "$T/ov" | median)
+r1=$(awk '{print ($3 / $1 - 1) * 100}' "$T/ov" | median)
+printf '| ms / overhead (paired median) | %s | %+.1f %% | %+.1f %% |\n' "$a" "$r10" "$r1"
+fi

@@ -1,0 +1,1185 @@
+/* phx-sim: deterministic discrete-event simulator of the ft/ protocols at
+ * scale (issue 15). It links the real ft/hb, ft/era and ft/termination state
+ * machines and drives each node's instances through the same hooks the
+ * runtime uses (core/ft.c, core/agree.c, core/node.c): send callbacks become
+ * timed message events, the heartbeat timer is re-armed at next_deadline()
+ * after every call, failure notices reach ERA and the fault-tolerant
+ * detectors after the detector call returned (ft.c's queue), and messages
+ * from a rank known dead are dropped before ERA/TD see them (the transport
+ * refuses a dead rank). No protocol logic lives here; --bcast-only drives
+ * ft/hb/bcast.c alone with hb's three-line relay step (forward each copy on
+ * its own tree), because ft/hb's O(n) state per node does not fit at 64k.
+ *
+ * One simulation per process: the state is the file-static S, single
+ * threaded, never shared.
+ *
+ * Model: per-message latency base + jitter (const | uniform | exp), optional
+ * per-link FIFO; a node's CPU is busy `cost` per received message and
+ * `send_cost` per sent one (events wait for it); per-node clock offset and
+ * drift; crashes at a time, at a protocol point (after the K-th message of
+ * a kind), of a whole host, and a partition. One thread, one seeded RNG,
+ * ties broken by insertion order: same arguments, same output.
+ *
+ * Output: one JSON object on stdout (see README.md). Exit 1 when --check
+ * is given and a protocol property failed, 2 on bad usage or setup errors. */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common/phx_err.h"
+#include "core/common/phx_log.h"
+#include "ft/era/era.h"
+#include "ft/era/group.h"
+#include "ft/hb/bcast.h"
+#include "ft/hb/hb.h"
+#include "ft/hb/ring.h"
+#include "ft/termination/td.h"
+
+#define US 1000ull
+#define MS 1000000ull
+#define NEVER UINT64_MAX
+#define MAX_CRASH_ON 8
+
+#define EV_BCASTMSG 100   /* crash-point kind: BCASTMSG copies sent (a subset of EV_HB) */
+
+enum kind { EV_HB, EV_ERA, EV_TDC, EV_APP, EV_TIMER, EV_CRASH, EV_HINT, EV_ERA_START, EV_BC, EV_WAKE, EV_NKIND };
+enum lat_dist { LAT_CONST, LAT_UNIFORM, LAT_EXP };
+
+typedef struct ev {
+    uint64_t t, seq;
+    uint8_t kind;
+    int src, dst;
+    uint32_t tag, len;
+    uint32_t depth;      /* causal hops since the operation began (critical path) */
+    uint8_t *buf;
+} ev_t;
+
+/* A message waiting for its node's CPU (per-node FIFO input queue). */
+typedef struct qev {
+    struct qev *next;
+    ev_t e;
+} qev_t;
+
+typedef struct node {
+    phx_ft_hb_t *hb;
+    phx_ft_era_t *era;
+    phx_ft_group_t *world;
+    void *td;
+    uint64_t busy;       /* global time the CPU is free */
+    qev_t *qhead, *qtail;   /* arrivals waiting for the CPU, in arrival order */
+    uint8_t wake;        /* an EV_WAKE is scheduled at busy */
+    uint64_t timer_at;   /* armed heartbeat timer (global), NEVER if none */
+    int64_t off;         /* clock offset, ns */
+    int32_t drift;       /* ppm */
+    uint8_t crashed, fenced, td_declared, td_active;
+    uint32_t depth;      /* longest causal chain of ERA messages seen (rounds; one agreement) */
+    uint32_t sent[EV_NKIND], sent_bcast;
+    uint64_t era_decided_at;
+    int era_ndecided;
+    uint64_t era_value;
+} node_t;
+
+typedef struct crash_on { int rank, kind; uint32_t k; } crash_on_t;
+
+typedef struct cfg {
+    int n;
+    uint64_t seed, until;
+    uint64_t lat, jitter, cost, send_cost, skew;
+    int dist, fifo, drift_ppm;
+    int hb, reset, host_size;
+    uint64_t delta, eta;
+    int era_k;
+    uint64_t era_at;
+    const phx_td_ops_t *td;
+    int td_hops, td_ring;   /* td_ring: hop to rank+1 (apps/tdk ring), else uniform */
+    uint64_t task;       /* CPU time of one token hop */
+    int check, deadset_check, stop_early;
+    int bcast_known;     /* >= 0: broadcast-only mode, |D| of the origin (rank 0) */
+    uint64_t part_from, part_to;
+    double part_frac;
+    crash_on_t con[MAX_CRASH_ON];
+    int ncon;
+} cfg_t;
+
+typedef struct death { int node, rank; } death_t;
+typedef struct held { int src, dst; uint32_t hops; } held_t;
+
+typedef struct sim {
+    cfg_t c;
+    node_t *nd;
+    uint64_t rng, now, seq;
+    ev_t *heap;
+    size_t hn, hcap;
+    /* per-link FIFO: open addressing, key src*n+dst+1 -> last arrival */
+    uint64_t *lk, *lv;
+    size_t lcap, lused;
+    death_t *dq;
+    size_t dqn, dqcap;
+    held_t *held;              /* sends a detector delayed, by token */
+    size_t nheld, heldtot, heldcap;
+    /* failures */
+    uint64_t *first_notice, *last_notice;   /* per rank, when the first/last survivor learned it */
+    uint32_t *inflight_to;     /* primary messages in flight per destination */
+    uint32_t *notices;
+    int ncrashed, nsched, ncomplete;   /* crashes done, scheduled, known to all */
+    uint64_t t_first_crash;
+    /* counters */
+    uint64_t msgs[EV_NKIND], dropped, events;
+    uint64_t hb_sent[PHX_FT_HB_NTYPES];
+    int era_depth;             /* rounds: longest causal chain at any decision */
+    /* TD */
+    uint64_t app_inflight, td_ctrl, td_last_task, td_last_declare;
+    int td_active_nodes, td_declared, td_premature, td_fatal, td_hops_done;
+    int era_split;             /* a node decided two values */
+    /* broadcast-only mode */
+    phx_ft_bcast_t *bc;
+    uint8_t *bc_dead, *bc_got;
+    uint64_t bc_last;
+    uint32_t bc_depth;
+} sim_t;
+
+static sim_t S;
+
+/* ---- utilities ------------------------------------------------------------ */
+
+static uint64_t rnd(void)   /* splitmix64 */
+{
+    uint64_t z = (S.rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rnd01(void) { return (double)(rnd() >> 11) * 0x1.0p-53; }
+static uint64_t rnd_below(uint64_t m) { return m ? rnd() % m : 0; }
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "phx-sim: %s: %s\n", what, rc ? phx_strerror(rc) : "failed");
+    exit(2);
+}
+
+static void *xrealloc(void *p, size_t sz)
+{
+    void *q = realloc(p, sz);
+    if (!q)
+        die("out of memory", PHX_ENOMEM);
+    return q;
+}
+
+static long rss_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    size_t kl = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl))
+            v = strtol(line + kl + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* Clocks: local = t + off + t*drift/1e6; the inverse rounds up so a timer
+ * never fires before its local deadline. */
+static uint64_t local_of(const node_t *x, uint64_t t)
+{
+    return (uint64_t)((__int128)t + x->off + (__int128)t * x->drift / 1000000);
+}
+
+static uint64_t global_of(const node_t *x, uint64_t l)
+{
+    __int128 g = ((__int128)l - x->off) * 1000000 / (1000000 + x->drift);
+    if (g < 0)
+        g = 0;
+    while (local_of(x, (uint64_t)g) < l)
+        g++;
+    return (uint64_t)g;
+}
+
+/* ---- event heap (time, then insertion order) ------------------------------ */
+
+static int ev_lt(const ev_t *a, const ev_t *b) { return a->t < b->t || (a->t == b->t && a->seq < b->seq); }
+
+static void push(ev_t e)
+{
+    if (S.hn == S.hcap) {
+        S.hcap = S.hcap ? 2 * S.hcap : 1024;
+        S.heap = xrealloc(S.heap, S.hcap * sizeof *S.heap);
+    }
+    e.seq = S.seq++;
+    size_t i = S.hn++;
+    while (i) {
+        size_t p = (i - 1) / 2;
+        if (!ev_lt(&e, &S.heap[p]))
+            break;
+        S.heap[i] = S.heap[p];
+        i = p;
+    }
+    S.heap[i] = e;
+}
+
+static ev_t pop(void)
+{
+    ev_t top = S.heap[0], last = S.heap[--S.hn];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        const ev_t *mv = &last;
+        if (l < S.hn && ev_lt(&S.heap[l], mv))
+            m = l, mv = &S.heap[l];
+        if (l + 1 < S.hn && ev_lt(&S.heap[l + 1], mv))
+            m = l + 1;
+        if (m == i)
+            break;
+        S.heap[i] = S.heap[m];
+        i = m;
+    }
+    if (S.hn)
+        S.heap[i] = last;
+    return top;
+}
+
+/* ---- network ---------------------------------------------------------------- */
+
+static uint64_t *link_slot(uint64_t key)
+{
+    if (2 * (S.lused + 1) > S.lcap) {
+        size_t oc = S.lcap, nc = oc ? 2 * oc : 4096;
+        uint64_t *ok = S.lk, *ov = S.lv;
+        S.lk = calloc(nc, sizeof *S.lk);
+        S.lv = calloc(nc, sizeof *S.lv);
+        if (!S.lk || !S.lv)
+            die("out of memory", PHX_ENOMEM);
+        S.lcap = nc;
+        for (size_t i = 0; i < oc; i++)
+            if (ok[i]) {
+                size_t j = (ok[i] * 0x9e3779b97f4a7c15ull) & (nc - 1);
+                while (S.lk[j])
+                    j = (j + 1) & (nc - 1);
+                S.lk[j] = ok[i];
+                S.lv[j] = ov[i];
+            }
+        free(ok);
+        free(ov);
+    }
+    size_t j = (key * 0x9e3779b97f4a7c15ull) & (S.lcap - 1);
+    while (S.lk[j] && S.lk[j] != key)
+        j = (j + 1) & (S.lcap - 1);
+    if (!S.lk[j]) {
+        S.lk[j] = key;
+        S.lused++;
+    }
+    return &S.lv[j];
+}
+
+static uint64_t latency(void)
+{
+    switch (S.c.dist) {
+    case LAT_UNIFORM: return S.c.lat + rnd_below(S.c.jitter + 1);
+    case LAT_EXP: return S.c.lat + (uint64_t)(-log(1.0 - rnd01()) * (double)S.c.jitter);
+    default: return S.c.lat;
+    }
+}
+
+static int partitioned(int a, int b, uint64_t t)
+{
+    if (t < S.c.part_from || t >= S.c.part_to)
+        return 0;
+    int cut = (int)(S.c.part_frac * S.c.n);
+    return (a < cut) != (b < cut);
+}
+
+static void crash(int r);
+
+/* Crash at a protocol point: after the K-th message of a kind; rank -1
+ * matches the first node to get there (each spec fires once). */
+static void crash_point(int src, int kind, uint32_t count)
+{
+    for (int i = 0; i < S.c.ncon; i++) {
+        crash_on_t *o = &S.c.con[i];
+        if (o->k && o->kind == kind && o->k == count && (o->rank == src || o->rank < 0)) {
+            o->k = 0;
+            crash(src);
+        }
+    }
+}
+
+/* Every protocol send goes through here: the sender's CPU is busy
+ * send_cost per message, then the message flies. */
+static void net_send(int src, int dst, int kind, uint32_t tag, const void *buf, size_t len,
+                     uint32_t depth)
+{
+    node_t *x = &S.nd[src];
+    if (x->crashed)
+        return;
+    uint64_t dep = (S.now > x->busy ? S.now : x->busy) + S.c.send_cost;
+    x->busy = dep;
+    x->sent[kind]++;
+    S.msgs[kind]++;
+    uint64_t arr = dep + latency();
+    if (S.c.fifo) {
+        uint64_t *last = link_slot((uint64_t)src * (uint64_t)S.c.n + (uint64_t)dst + 1);
+        if (arr < *last)
+            arr = *last;
+        *last = arr;
+    }
+    if (partitioned(src, dst, dep)) {
+        S.dropped++;
+    } else {
+        ev_t e = { .t = arr, .kind = (uint8_t)kind, .src = src, .dst = dst, .tag = tag,
+                   .len = (uint32_t)len, .depth = depth };
+        if (len) {
+            e.buf = malloc(len);
+            if (!e.buf)
+                die("out of memory", PHX_ENOMEM);
+            memcpy(e.buf, buf, len);
+        }
+        push(e);
+    }
+    crash_point(src, kind, x->sent[kind]);
+}
+
+/* ---- heartbeat glue (core/ft.c) -------------------------------------------- */
+
+static void hb_rearm(int r)
+{
+    node_t *x = &S.nd[r];
+    uint64_t d = x->hb ? phx_ft_hb_next_deadline(x->hb) : NEVER;
+    uint64_t g = d == NEVER ? NEVER : global_of(x, d);
+    if (g != NEVER && g < S.now)
+        g = S.now;
+    if (g == x->timer_at)
+        return;
+    x->timer_at = g;
+    if (g != NEVER)
+        push((ev_t){ .t = g, .kind = EV_TIMER, .src = r, .dst = r });
+}
+
+static void cb_hb_send(void *ctx, int dst, unsigned type, const void *buf, size_t len)
+{
+    int src = (int)(intptr_t)ctx;
+    S.hb_sent[type]++;
+    net_send(src, dst, EV_HB, type, buf, len, 0);
+    if (type == PHX_FT_HB_BCASTMSG)
+        crash_point(src, EV_BCASTMSG, ++S.nd[src].sent_bcast);
+}
+
+static void cb_hb_dead(void *ctx, int rank, uint64_t now)
+{
+    (void)now;
+    if (S.dqn == S.dqcap) {
+        S.dqcap = S.dqcap ? 2 * S.dqcap : 256;
+        S.dq = xrealloc(S.dq, S.dqcap * sizeof *S.dq);
+    }
+    S.dq[S.dqn++] = (death_t){ (int)(intptr_t)ctx, rank };
+}
+
+static void cb_hb_fenced(void *ctx) { S.nd[(int)(intptr_t)ctx].fenced = 1; }
+
+/* The notices queued during a detector call, handed on once it returned. */
+static void flush_deaths(void)
+{
+    for (size_t i = 0; i < S.dqn; i++) {
+        int r = S.dq[i].node, d = S.dq[i].rank;
+        if (!S.first_notice[d] || S.now < S.first_notice[d])
+            S.first_notice[d] = S.now ? S.now : 1;
+        if (S.now > S.last_notice[d])
+            S.last_notice[d] = S.now;
+        /* Once every scheduled crash is known everywhere, only 2 delta
+         * more are simulated (late fencing, repeated notices). */
+        if (++S.notices[d] == (uint32_t)(S.c.n - S.nsched) && ++S.ncomplete == S.nsched &&
+            S.c.stop_early && S.now + 2 * S.c.delta < S.c.until)
+            S.c.until = S.now + 2 * S.c.delta;
+        node_t *x = &S.nd[r];
+        if (x->era) {
+            int rc = phx_ft_era_on_failure(x->era, d);
+            if (rc < 0)
+                die("era on_failure", rc);
+        }
+        if (x->td && S.c.td->fault_tolerant)
+            S.c.td->on_failure(x->td, d);
+    }
+    S.dqn = 0;
+}
+
+static void hb_after(int r, int rc, const char *what)
+{
+    if (rc < 0 && rc != PHX_EFENCED)
+        die(what, rc);
+    flush_deaths();
+    hb_rearm(r);
+}
+
+static int known_dead(const node_t *x, int r) { return x->hb && phx_ft_hb_is_dead(x->hb, r); }
+
+/* ---- ERA glue (core/agree.c) ----------------------------------------------- */
+
+static int cb_era_send(void *ctx, int dst, const void *buf, size_t len)
+{
+    int src = (int)(intptr_t)ctx;
+    net_send(src, dst, EV_ERA, 0, buf, len, S.nd[src].depth + 1);
+    return 0;
+}
+
+static void cb_era_decided(void *ctx, uint64_t gid, uint64_t aid, const phx_ft_era_value_t *v,
+                           const phx_ft_rankset_t *failed, int rc)
+{
+    (void)gid, (void)aid, (void)failed, (void)rc;
+    node_t *x = &S.nd[(int)(intptr_t)ctx];
+    x->era_decided_at = S.now;
+    x->era_ndecided++;
+    if (x->era_ndecided > 1 && x->era_value != v->w[0])
+        S.era_split = 1;
+    x->era_value = v->w[0];
+    if ((int)x->depth > S.era_depth)
+        S.era_depth = (int)x->depth;
+}
+
+/* ---- termination glue (core/node.c) --------------------------------------- */
+
+static void cb_td_send(void *ctx, int dst, const void *msg, size_t len)
+{
+    S.td_ctrl++;
+    net_send((int)(intptr_t)ctx, dst, EV_TDC, 0, msg, len, 0);
+}
+
+static void cb_td_declare(void *ctx)
+{
+    node_t *x = &S.nd[(int)(intptr_t)ctx];
+    if (x->td_declared)
+        return;
+    x->td_declared = 1;
+    S.td_declared++;
+    /* Work lost with a crashed node is legitimately gone; anything a live
+     * node holds, runs or will receive is not. */
+    if (S.app_inflight || S.td_active_nodes || S.nheld ||
+        (!S.ncrashed && S.td_hops_done < S.c.td_hops))
+        S.td_premature++;
+    S.td_last_declare = S.now;
+}
+
+static void cb_td_fatal(void *ctx, int code, const char *why)
+{
+    (void)ctx, (void)code, (void)why;
+    S.td_fatal++;
+}
+
+static void app_send(int src, int dst, uint32_t hops, const uint8_t *pb)
+{
+    if (S.nd[src].crashed)
+        return;
+    S.inflight_to[dst]++;
+    if (!S.nd[dst].crashed)
+        S.app_inflight++;   /* work still to do: only what a live node will get */
+    net_send(src, dst, EV_APP, hops, pb, S.c.td->pb_size, 0);
+}
+
+static void cb_td_release(void *ctx, uint64_t token, const uint8_t *pb)
+{
+    (void)ctx;
+    held_t h = S.held[token];
+    S.nheld--;
+    app_send(h.src, h.dst, h.hops, pb);
+}
+
+/* The token workload of Theorem 1 (001_*): each hop goes to a uniform
+ * rank; a self-hop is local work. Runs as one task on node r. */
+static void td_task(int r, uint32_t hops, int from)
+{
+    node_t *x = &S.nd[r];
+    while (hops > 0) {
+        int dst = S.c.td_ring ? (r + 1) % S.c.n : (int)rnd_below((uint64_t)S.c.n);
+        hops--;
+        S.td_hops_done++;
+        if (dst == r)
+            continue;
+        uint8_t pb[PHX_TD_PB_MAX];
+        if (S.heldtot == S.heldcap) {
+            S.heldcap = S.heldcap ? 2 * S.heldcap : 64;
+            S.held = xrealloc(S.held, S.heldcap * sizeof *S.held);
+        }
+        uint64_t token = S.heldtot++;
+        S.held[token] = (held_t){ r, dst, hops };
+        S.nheld++;
+        int rc = S.c.td->on_send(x->td, dst, token, pb);
+        if (rc < 0)
+            die("td on_send", rc);
+        if (rc == 0) {
+            S.nheld--;
+            app_send(r, dst, hops, pb);
+        }
+        break;
+    }
+    if (hops == 0)
+        S.td_last_task = S.now;
+    if (from >= 0)
+        S.c.td->on_processed(x->td, from);
+    x->td_active = 0;
+    S.td_active_nodes--;
+    S.c.td->on_idle(x->td);
+}
+
+/* ---- failures ---------------------------------------------------------------- */
+
+static void crash(int r)
+{
+    node_t *x = &S.nd[r];
+    if (x->crashed)
+        return;
+    x->crashed = 1;
+    S.ncrashed++;
+    if (!S.t_first_crash)
+        S.t_first_crash = S.now ? S.now : 1;
+    if (x->td_active) {
+        x->td_active = 0;
+        S.td_active_nodes--;
+    }
+    if (S.inflight_to)
+        S.app_inflight -= S.inflight_to[r];
+    /* A killed process's sockets reset: its observer's transport reports it. */
+    if (S.c.reset && x->hb) {
+        int o = phx_ft_hb_observer(x->hb);
+        if (o != r)
+            push((ev_t){ .t = S.now + latency(), .kind = EV_HINT, .src = r, .dst = o });
+    }
+}
+
+/* ---- dispatch ---------------------------------------------------------------- */
+
+static void deliver(ev_t *e)
+{
+    node_t *x = &S.nd[e->dst];
+    switch (e->kind) {
+    case EV_HB:
+        if (x->fenced)
+            return;
+        hb_after(e->dst, phx_ft_hb_on_msg(x->hb, e->src, e->tag, e->buf, e->len, local_of(x, S.now)),
+                 "hb on_msg");
+        return;
+    case EV_HINT:
+        if (x->hb && !x->fenced)
+            hb_after(e->dst, phx_ft_hb_suspect(x->hb, e->src, local_of(x, S.now)), "hb suspect");
+        return;
+    case EV_TIMER:
+        if (x->fenced || e->t != x->timer_at)
+            return;
+        x->timer_at = NEVER;
+        hb_after(e->dst, phx_ft_hb_tick(x->hb, local_of(x, S.now)), "hb tick");
+        return;
+    case EV_ERA: {
+        if (known_dead(x, e->src))
+            return;
+        if (e->depth > x->depth)
+            x->depth = e->depth;
+        int rc = phx_ft_era_on_msg(x->era, e->src, e->buf, e->len);
+        if (rc < 0)
+            die("era on_msg", rc);
+        return;
+    }
+    case EV_ERA_START: {
+        phx_ft_era_value_t v;
+        phx_ft_era_value_u64(&v, (uint64_t)e->dst * 2654435761u);
+        int rc = phx_ft_era_start(x->era, x->world, e->tag, &v, PHX_FT_ERA_MIN);
+        if (rc < 0)
+            die("era start", rc);
+        return;
+    }
+    case EV_TDC:
+        if (known_dead(x, e->src) || !x->td)
+            return;
+        if (S.c.td->on_ctrl(x->td, e->src, e->buf, e->len) < 0)
+            die("td on_ctrl", PHX_EPROTO);
+        return;
+    case EV_BC: {
+        /* hb's T5 relay step on the immutable topology (ft/hb/bcast.h): a
+         * copy travels its own tree only, so no copy reaches a node twice
+         * and hb's duplicate filter has nothing to do here. */
+        if (!S.bc_got[e->dst]) {
+            S.bc_got[e->dst] = 1;
+            S.bc_last = S.now;
+            if (e->depth > S.bc_depth)
+                S.bc_depth = e->depth;
+        }
+        phx_ft_bcast_hop_t hops[64];
+        int nh = phx_ft_bcast_forward(S.bc, e->dst, e->tag >> 8, e->tag & 0xff, hops, 64);
+        if (nh < 0)
+            die("bcast forward", nh);
+        for (int i = 0; i < nh; i++)
+            if (!S.bc_dead[hops[i].dst])
+                net_send(e->dst, hops[i].dst, EV_BC, (uint32_t)hops[i].cube << 8 | hops[i].tree,
+                         NULL, 0, e->depth + 1);
+        return;
+    }
+    case EV_APP:
+        S.app_inflight--;
+        S.inflight_to[e->dst]--;
+        if (known_dead(x, e->src))
+            return;
+        x->td_active = 1;
+        S.td_active_nodes++;
+        S.c.td->on_recv(x->td, e->src, e->buf);
+        x->busy += S.c.task;   /* the hop's work: its send leaves after it */
+        S.now = x->busy;
+        td_task(e->dst, e->tag, e->src);
+        return;
+    }
+}
+
+static void drop(ev_t *e)
+{
+    if (e->kind == EV_APP)
+        S.inflight_to[e->dst]--;
+    free(e->buf);
+}
+
+static void process(ev_t *e)
+{
+    node_t *x = &S.nd[e->dst];
+    if (e->kind != EV_TIMER && e->kind != EV_HINT && e->kind != EV_ERA_START) {
+        x->busy = S.now + S.c.cost;
+        S.now = x->busy;   /* its sends leave once it is processed */
+    }
+    S.events++;
+    deliver(e);
+    free(e->buf);
+}
+
+/* A node's CPU handles one message at a time: arrivals while it is busy
+ * (or while older ones wait) join its FIFO queue, and one EV_WAKE at the
+ * end of each job takes the next. Timers do not wait (their sends do, in
+ * net_send). */
+static void run(void)
+{
+    while (S.hn) {
+        ev_t e = pop();
+        if (e.t > S.c.until) {
+            free(e.buf);
+            break;
+        }
+        S.now = e.t;
+        node_t *x = &S.nd[e.dst];
+        if (e.kind == EV_CRASH) {
+            crash(e.dst);
+            continue;
+        }
+        if (x->crashed) {
+            if (e.kind == EV_WAKE) {
+                x->wake = 0;
+                while (x->qhead) {
+                    qev_t *q = x->qhead;
+                    x->qhead = q->next;
+                    drop(&q->e);
+                    free(q);
+                }
+                x->qtail = NULL;
+            }
+            drop(&e);
+            continue;
+        }
+        if (e.kind == EV_WAKE) {
+            x->wake = 0;
+            qev_t *q = x->qhead;
+            x->qhead = q->next;
+            if (!x->qhead)
+                x->qtail = NULL;
+            ev_t m = q->e;
+            free(q);
+            process(&m);
+        } else if (e.kind != EV_TIMER && (e.t < x->busy || x->qhead)) {
+            qev_t *q = malloc(sizeof *q);
+            if (!q)
+                die("out of memory", PHX_ENOMEM);
+            q->e = e;
+            q->next = NULL;
+            if (x->qtail)
+                x->qtail->next = q;
+            else
+                x->qhead = q;
+            x->qtail = q;
+        } else {
+            process(&e);
+        }
+        if (x->qhead && !x->wake && !x->crashed) {
+            x->wake = 1;
+            push((ev_t){ .t = x->busy > S.now ? x->busy : S.now, .kind = EV_WAKE, .dst = (int)(x - S.nd) });
+        }
+    }
+    /* Drain what is left so memory is accounted honestly. */
+    while (S.hn) {
+        ev_t e = pop();
+        free(e.buf);
+    }
+}
+
+/* ---- setup ------------------------------------------------------------------- */
+
+static void setup(void)
+{
+    int n = S.c.n;
+    S.nd = calloc((size_t)n, sizeof *S.nd);
+    S.first_notice = calloc((size_t)n, sizeof *S.first_notice);
+    S.last_notice = calloc((size_t)n, sizeof *S.last_notice);
+    S.notices = calloc((size_t)n, sizeof *S.notices);
+    S.inflight_to = calloc((size_t)n, sizeof *S.inflight_to);
+    if (!S.inflight_to || !S.nd || !S.first_notice || !S.last_notice || !S.notices)
+        die("out of memory", PHX_ENOMEM);
+    int *ring = NULL;
+    if (S.c.hb) {
+        uint32_t *host = malloc(sizeof *host * (size_t)n);
+        ring = malloc(sizeof *ring * (size_t)n);
+        if (!host || !ring)
+            die("out of memory", PHX_ENOMEM);
+        for (int i = 0; i < n; i++)   /* host id = lowest rank on it, as core/ft.c */
+            host[i] = (uint32_t)(i / S.c.host_size * S.c.host_size);
+        int rc = phx_ft_ring_build(n, host, ring);
+        if (rc < 0)
+            die("ring build", rc);
+        free(host);
+    }
+    phx_ft_hb_shared_t *hsh = NULL;   /* one ring and topology cache for all nodes */
+    if (ring) {
+        int rc = phx_ft_hb_shared_create(n, ring, &hsh);
+        if (rc < 0)
+            die("hb shared", rc);
+    }
+    int *all = NULL;
+    if (S.c.era_k) {
+        all = malloc(sizeof *all * (size_t)n);
+        if (!all)
+            die("out of memory", PHX_ENOMEM);
+        for (int i = 0; i < n; i++)
+            all[i] = i;
+    }
+    for (int i = 0; i < n; i++) {
+        node_t *x = &S.nd[i];
+        void *ctx = (void *)(intptr_t)i;
+        x->timer_at = NEVER;
+        x->off = S.c.skew ? (int64_t)rnd_below(S.c.skew + 1) : 0;
+        x->drift = S.c.drift_ppm ? (int32_t)rnd_below(2 * (uint64_t)S.c.drift_ppm + 1) - S.c.drift_ppm : 0;
+        if (S.c.hb) {
+            phx_ft_hb_cfg_t hc = { .nranks = n, .rank = i, .incarnation = 1, .shared = hsh,
+                                   .delta_ns = S.c.delta, .eta_ns = S.c.eta };
+            phx_ft_hb_env_t he = { .ctx = ctx, .send = cb_hb_send, .on_dead = cb_hb_dead,
+                                   .on_fenced = cb_hb_fenced };
+            int rc = phx_ft_hb_create(&hc, &he, &x->hb);
+            if (rc < 0)
+                die("hb create", rc);
+        }
+        if (S.c.era_k) {
+            phx_ft_era_env_t ee = { .ctx = ctx, .send = cb_era_send, .decided = cb_era_decided };
+            int rc = phx_ft_era_create(&ee, i, n, &x->era);
+            if (rc < 0)
+                die("era create", rc);
+            if ((rc = phx_ft_group_create_borrowed(x->era, 1, all, n, &x->world)) < 0)
+                die("group create", rc);
+        }
+        if (S.c.td) {
+            phx_td_env_t te = { .rank = i, .size = n, .ctx = ctx, .send = cb_td_send,
+                                .declare = cb_td_declare, .fatal = cb_td_fatal,
+                                .release = cb_td_release };
+            int rc = S.c.td->create(&te, &x->td);
+            if (rc < 0)
+                die("td create", rc);
+        }
+    }
+    free(ring);
+    phx_ft_hb_shared_release(hsh);   /* the nodes hold their references */
+    /* all stays: every world group borrows it until exit. */
+    /* Start: heartbeats after the bootstrap barrier (each node's own clock). */
+    for (int i = 0; i < n; i++) {
+        node_t *x = &S.nd[i];
+        if (x->hb) {
+            int rc = phx_ft_hb_start(x->hb, local_of(x, 0));
+            if (rc < 0)
+                die("hb start", rc);
+            hb_rearm(i);
+        }
+        for (int k = 0; k < S.c.era_k; k++)
+            push((ev_t){ .t = S.c.era_at + (uint64_t)k * S.c.delta * 10 + (S.c.skew ? rnd_below(S.c.skew) : 0),
+                         .kind = EV_ERA_START, .src = i, .dst = i, .tag = (uint32_t)k });
+        if (x->td)
+            S.c.td->start(x->td, i == 0);
+    }
+    if (S.c.td) {
+        S.nd[0].td_active = 1;
+        S.td_active_nodes = 1;
+        td_task(0, (uint32_t)S.c.td_hops, -1);
+    }
+}
+
+/* Broadcast-only mode: rank 0 broadcasts one notice over the members it
+ * believes alive (all but bcast_known random ranks, which are dead); the
+ * --crash* failures are unknown to it. No heartbeat state: O(1) per node. */
+static void bcast_setup(void)
+{
+    int n = S.c.n, nd = 0;
+    int *dl = malloc(sizeof *dl * (size_t)n);
+    S.bc_dead = calloc((size_t)n, 1);
+    S.bc_got = calloc((size_t)n, 1);
+    if (!dl || !S.bc_dead || !S.bc_got)
+        die("out of memory", PHX_ENOMEM);
+    while (nd < S.c.bcast_known && nd < n - 1) {
+        int r = 1 + (int)rnd_below((uint64_t)n - 1);
+        if (!S.bc_dead[r]) {
+            S.bc_dead[r] = 1;
+            dl[nd++] = r;
+            S.nd[r].crashed = 1;
+            S.ncrashed++;
+        }
+    }
+    int rc = phx_ft_bcast_create(n, 0, dl, (size_t)nd, &S.bc);
+    if (rc < 0)
+        die("bcast create", rc);
+    free(dl);
+    phx_ft_bcast_hop_t hops[64];
+    int nh = phx_ft_bcast_start(S.bc, hops, 64);
+    S.bc_got[0] = 1;
+    for (int i = 0; i < nh; i++)
+        net_send(0, hops[i].dst, EV_BC, (uint32_t)hops[i].cube << 8 | hops[i].tree, NULL, 0, 1);
+}
+
+/* ---- command line ------------------------------------------------------------ */
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: phx-sim [--n=N] [--seed=S] [--until-ms=T]\n"
+            "  network: --lat-us=L --jitter-us=J --dist=const|uniform|exp --fifo=0|1\n"
+            "           --cost-us=C (per received message) --send-cost-us=C --skew-us=O --drift-ppm=D\n"
+            "  detector: --hb=0|1 --delta-ms=D --eta-ms=E --host-size=K --reset=0|1\n"
+            "  failures: --crash=R@MS --crash-random=F@MS --crash-adjacent=F@MS --crash-host=H@MS\n"
+            "            --crash-on=R:hb|bcast|era|td:K (after R's K-th message of that protocol,\n"
+            "                          or BCASTMSG copy; R = -1: the first rank to get there)\n"
+            "            --partition=FRAC@MS:MS (ranks below FRAC*n cut off from the rest)\n"
+            "  agreement: --era=K (K agreements, first at --era-at-ms, 10*delta apart)\n"
+            "  termination: --td=NAME --td-hops=K --task-us=W (token of Theorem 1, 001_*; W per hop;\n"
+            "               --td-walk=uniform|ring: next hop uniform, or rank+1 as apps/tdk ring)\n"
+            "  --check: exit 1 if a property fails; --deadset-check=0 skips the dead-set one\n"
+            "  --stop-early=1: end 2 delta after every crash is known to every survivor\n"
+            "  --bcast-only=K: one hypercube broadcast from rank 0 (ft/hb/bcast.h) with K ranks\n"
+            "                  in its D; --crash* failures are unknown to it (no heartbeats)\n");
+    exit(2);
+}
+
+typedef struct fail_spec { int what, a; uint64_t t; } fail_spec_t;   /* what: 0 rank, 1 random, 2 adjacent, 3 host */
+
+static uint64_t ms_arg(const char *s) { return (uint64_t)(strtod(s, NULL) * (double)MS); }
+
+static void push_crash(uint64_t t, int r)
+{
+    S.nsched++;
+    push((ev_t){ .t = t, .kind = EV_CRASH, .dst = r });
+}
+
+static void schedule_failures(const fail_spec_t *fs, int nfs, const int *ring)
+{
+    int n = S.c.n;
+    for (int i = 0; i < nfs; i++) {
+        const fail_spec_t *f = &fs[i];
+        if (f->what == 0) {
+            push_crash(f->t, f->a);
+        } else if (f->what == 1) {   /* F distinct random ranks: partial Fisher-Yates */
+            int *p = malloc(sizeof *p * (size_t)n);
+            if (!p)
+                die("out of memory", PHX_ENOMEM);
+            for (int j = 0; j < n; j++)
+                p[j] = j;
+            for (int j = 0; j < f->a && j < n; j++) {
+                int k = j + (int)rnd_below((uint64_t)(n - j));
+                int t = p[j];
+                p[j] = p[k];
+                p[k] = t;
+                push_crash(f->t, p[j]);
+            }
+            free(p);
+        } else if (f->what == 2) {   /* F consecutive ring positions: the seed's worst case */
+            int start = (int)rnd_below((uint64_t)n);
+            for (int j = 0; j < f->a; j++)
+                push_crash(f->t, ring ? ring[(start + j) % n] : (start + j) % n);
+        } else {
+            for (int j = f->a * S.c.host_size; j < (f->a + 1) * S.c.host_size && j < n; j++)
+                push_crash(f->t, j);
+        }
+    }
+}
+
+static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
+{
+    cfg_t *c = &S.c;
+    *c = (cfg_t){ .n = 1024, .seed = 1, .until = 0, .lat = 5 * US, .jitter = 0, .cost = 1 * US,
+                  .send_cost = 0, .fifo = 1, .hb = 1, .host_size = 1, .delta = 1000 * MS,
+                  .era_at = 0, .td_hops = 256, .deadset_check = 1, .part_from = NEVER,
+                  .part_to = NEVER, .bcast_known = -1 };
+    uint64_t until = 0;
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i], *v = strchr(a, '=');
+        if (strncmp(a, "--", 2))
+            usage();
+        if (v)
+            *v++ = 0;
+        a += 2;
+        if (!strcmp(a, "check")) { c->check = 1; continue; }
+        if (!v)
+            usage();
+        if (!strcmp(a, "n")) c->n = atoi(v);
+        else if (!strcmp(a, "seed")) c->seed = strtoull(v, NULL, 0);
+        else if (!strcmp(a, "until-ms")) until = ms_arg(v);
+        else if (!strcmp(a, "lat-us")) c->lat = ms_arg(v) / 1000;
+        else if (!strcmp(a, "jitter-us")) c->jitter = ms_arg(v) / 1000;
+        else if (!strcmp(a, "dist")) c->dist = !strcmp(v, "exp") ? LAT_EXP : !strcmp(v, "uniform") ? LAT_UNIFORM : LAT_CONST;
+        else if (!strcmp(a, "fifo")) c->fifo = atoi(v);
+        else if (!strcmp(a, "cost-us")) c->cost = ms_arg(v) / 1000;
+        else if (!strcmp(a, "send-cost-us")) c->send_cost = ms_arg(v) / 1000;
+        else if (!strcmp(a, "skew-us")) c->skew = ms_arg(v) / 1000;
+        else if (!strcmp(a, "drift-ppm")) c->drift_ppm = atoi(v);
+        else if (!strcmp(a, "hb")) c->hb = atoi(v);
+        else if (!strcmp(a, "reset")) c->reset = atoi(v);
+        else if (!strcmp(a, "host-size")) c->host_size = atoi(v);
+        else if (!strcmp(a, "delta-ms")) c->delta = ms_arg(v);
+        else if (!strcmp(a, "eta-ms")) c->eta = ms_arg(v);
+        else if (!strcmp(a, "era")) c->era_k = atoi(v);
+        else if (!strcmp(a, "era-at-ms")) c->era_at = ms_arg(v);
+        else if (!strcmp(a, "td")) {
+            if (!(c->td = phx_td_find(v))) {
+                fprintf(stderr, "phx-sim: unknown detector %s\n", v);
+                exit(2);
+            }
+        } else if (!strcmp(a, "td-hops")) c->td_hops = atoi(v);
+        else if (!strcmp(a, "task-us")) c->task = ms_arg(v) / 1000;
+        else if (!strcmp(a, "td-walk")) c->td_ring = !strcmp(v, "ring");
+        else if (!strcmp(a, "deadset-check")) c->deadset_check = atoi(v);
+        else if (!strcmp(a, "stop-early")) c->stop_early = atoi(v);
+        else if (!strcmp(a, "bcast-only")) c->bcast_known = atoi(v), c->hb = 0;
+        else if (!strcmp(a, "partition")) {
+            char *at = strchr(v, '@'), *co = at ? strchr(at, ':') : NULL;
+            if (!co)
+                usage();
+            c->part_frac = strtod(v, NULL);
+            c->part_from = ms_arg(at + 1);
+            c->part_to = ms_arg(co + 1);
+        } else if (!strcmp(a, "crash-on")) {
+            char kind[16];
+            crash_on_t *o = &c->con[c->ncon];
+            if (c->ncon == MAX_CRASH_ON || sscanf(v, "%d:%15[a-z]:%u", &o->rank, kind, &o->k) != 3 || !o->k)
+                usage();
+            o->kind = !strcmp(kind, "hb") ? EV_HB : !strcmp(kind, "bcast") ? EV_BCASTMSG
+                    : !strcmp(kind, "era") ? EV_ERA : EV_TDC;
+            c->ncon++;
+        } else if (!strncmp(a, "crash", 5)) {
+            char *at = strchr(v, '@');
+            if (!at || *nfs == 64)
+                usage();
+            int what = !strcmp(a, "crash") ? 0 : !strcmp(a, "crash-random") ? 1
+                     : !strcmp(a, "crash-adjacent") ? 2 : !strcmp(a, "crash-host") ? 3 : -1;
+            if (what < 0)
+                usage();
+            fs[(*nfs)++] = (fail_spec_t){ what, atoi(v), ms_arg(at + 1) };
+        } else {
+            usage();
+        }
+    }
+    if (c->n < 2 || c->host_size < 1 || (c->era_k && c->n > PHX_FT_ERA_ENGINE_MAX_RANKS)) {
+        fprintf(stderr, "phx-sim: n must be >= 2 (and <= %d with --era: PHX_FT_ERA_ENGINE_MAX_RANKS)\n",
+                PHX_FT_ERA_ENGINE_MAX_RANKS);
+        exit(2);
+    }
+    if (!c->eta)
+        c->eta = c->delta / 10;
+    uint64_t era_end = c->era_k ? c->era_at + (uint64_t)(c->era_k + 1) * 10 * c->delta : 0;
+    c->until = until ? until : (c->hb ? (era_end > 20 * c->delta ? era_end : 20 * c->delta) : NEVER);
+    S.rng = c->seed;
+    return 0;
+}
+
+/* ---- results ------------------------------------------------------------------ */
+
+static double ms(uint64_t ns) { return (double)ns / (double)MS; }
+
+static void report(long rss0)
+{
+    int n = S.c.n, alive = 0, dead_ok = 1, dead_exact = 1, fenced = 0, have_ref = 0;
+    uint64_t ref_h = 0;
+    int ref_k = 0;
+    int *l = S.c.hb ? malloc(sizeof *l * (size_t)n) : NULL;
+    if (S.c.hb && !l)
+        die("out of memory", PHX_ENOMEM);
+    for (int i = 0; i < n; i++) {
+        node_t *x = &S.nd[i];
+        fenced += x->fenced;
+        if (x->crashed || x->fenced)
+            continue;
+        alive++;
+        if (!x->hb)
+            continue;
+        /* D as an order-free fingerprint: equal sets, equal (count, sum of mixes). */
+        int k = phx_ft_hb_dead_list(x->hb, l, (size_t)n);
+        uint64_t h = 0;
+        for (int j = 0; j < k; j++) {
+            uint64_t z = (uint64_t)l[j] * 0x9e3779b97f4a7c15ull;
+            h += z ^ (z >> 29);
+            if (!S.nd[l[j]].crashed)
+                dead_exact = 0;
+        }
+        if (k != S.ncrashed)
+            dead_exact = 0;
+        if (!have_ref)
+            ref_h = h, ref_k = k, have_ref = 1;
+        else if (h != ref_h || k != ref_k)
+            dead_ok = 0;
+    }
+    free(l);
+    uint64_t det = 0, notif = 0, last_known = 0;
+    int unnotified = 0;
+    for (int d = 0; d < n; d++) {
+        if (!S.nd[d].crashed)
+            continue;
+        if (!S.first_notice[d]) {
+            unnotified++;
+            continue;
+        }
+        if (S.first_notice[d] - S.t_first_crash > det)
+            det = S.first_notice[d] - S.t_first_crash;
+        if (S.last_notice[d] - S.t_first_crash > notif)
+            notif = S.last_notice[d] - S.t_first_crash;
+        if (S.last_notice[d] > last_known)
+            last_known = S.last_notice[d];
+    }
+    /* ERA: every survivor decided every agreement, on one value. */
+    int era_ok = 1, era_undecided = 0;
+    uint64_t era_last = 0, era_val = 0;
+    int have_val = 0;
+    for (int i = 0; S.c.era_k && i < n; i++) {
+        node_t *x = &S.nd[i];
+        if (x->crashed || x->fenced)
+            continue;
+        if (x->era_ndecided != S.c.era_k) {
+            era_undecided++;
+            continue;
+        }
+        if (have_val && x->era_value != era_val)
+            era_ok = 0;
+        era_val = x->era_value, have_val = 1;
+        if (x->era_decided_at > era_last)
+            era_last = x->era_decided_at;
+    }
+    if (era_undecided || S.era_split)
+        era_ok = 0;
+    uint64_t era_first_start = S.c.era_at;
+    long hwm = rss_kb("VmHWM:");
+    printf("{\"n\":%d,\"seed\":%" PRIu64 ",\"events\":%" PRIu64 ",\"sim_ms\":%.3f,"
+           "\"rss_per_node_bytes\":%.0f,\"crashed\":%d,\"fenced\":%d,\"alive\":%d,"
+           "\"dropped\":%" PRIu64,
+           n, S.c.seed, S.events, ms(S.now), (double)(hwm - rss0) * 1024.0 / n, S.ncrashed, fenced,
+           alive, S.dropped);
+    if (S.c.hb)
+        printf(",\"hb\":{\"heartbeat\":%" PRIu64 ",\"newobserver\":%" PRIu64 ",\"bcast\":%" PRIu64
+               ",\"you_are_dead\":%" PRIu64 ",\"bcast_per_node\":%.3f,\"detect_ms\":%.3f,"
+               "\"notify_ms\":%.3f,\"unnotified\":%d,\"deadset_agree\":%d,\"deadset_exact\":%d}",
+               S.hb_sent[PHX_FT_HB_HEARTBEAT], S.hb_sent[PHX_FT_HB_NEWOBSERVER],
+               S.hb_sent[PHX_FT_HB_BCASTMSG], S.hb_sent[PHX_FT_HB_YOU_ARE_DEAD],
+               (double)S.hb_sent[PHX_FT_HB_BCASTMSG] / n, ms(det), ms(notif), unnotified, dead_ok,
+               dead_exact);
+    if (S.c.era_k)
+        printf(",\"era\":{\"k\":%d,\"msgs\":%" PRIu64 ",\"msgs_per_node\":%.3f,\"latency_us\":%.3f,"
+               "\"depth\":%d,\"undecided\":%d,\"agree\":%d,\"after_notice_us\":%.3f}",
+               S.c.era_k, S.msgs[EV_ERA], (double)S.msgs[EV_ERA] / n / S.c.era_k,
+               era_last > era_first_start ? (double)(era_last - era_first_start - (uint64_t)(S.c.era_k - 1) * S.c.delta * 10) / US : 0.0,
+               S.era_depth, era_undecided, era_ok,
+               /* the repair: last decision after the last failure notice */
+               era_last > last_known ? (double)(era_last - last_known) / US : 0.0);
+    if (S.bc) {
+        int missed = 0;
+        for (int i = 0; i < n; i++)
+            missed += !S.nd[i].crashed && !S.bc_got[i];
+        printf(",\"bcast_only\":{\"members\":%d,\"k\":%d,\"tolerance\":%d,\"msgs\":%" PRIu64
+               ",\"per_node\":%.3f,\"missed\":%d,\"latency_us\":%.3f,\"hops\":%u,\"max_hops\":%d}",
+               phx_ft_bcast_members(S.bc), phx_ft_bcast_dim(S.bc), phx_ft_bcast_tolerance(S.bc),
+               S.msgs[EV_BC], (double)S.msgs[EV_BC] / n, missed, (double)S.bc_last / US,
+               S.bc_depth, phx_ft_bcast_max_hops(S.bc));
+        if (missed && S.c.check && S.ncrashed - S.c.bcast_known <= phx_ft_bcast_tolerance(S.bc)) {
+            fprintf(stderr, "phx-sim: CHECK broadcast missed %d live members\n", missed);
+            exit(1);
+        }
+    }
+    if (S.c.td)
+        printf(",\"td\":{\"name\":\"%s\",\"hops\":%d,\"ctrl\":%" PRIu64 ",\"ctrl_per_node\":%.3f,"
+               "\"primary\":%" PRIu64 ",\"declared\":%d,\"premature\":%d,\"fatal\":%d,"
+               "\"latency_us\":%.3f}",
+               S.c.td->name, S.c.td_hops, S.td_ctrl, (double)S.td_ctrl / n, S.msgs[EV_APP],
+               S.td_declared, S.td_premature, S.td_fatal,
+               S.td_last_declare > S.td_last_task ? (double)(S.td_last_declare - S.td_last_task) / US : 0.0);
+    if (S.c.td) {   /* the detectors' own counters, summed as PHX_STATS=1 prints them per node */
+        phx_td_stat_t sum[PHX_TD_MAX_STATS], st[PHX_TD_MAX_STATS];
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            if (!S.nd[i].td)
+                continue;
+            k = S.c.td->stats(S.nd[i].td, st, PHX_TD_MAX_STATS);
+            for (int j = 0; j < k; j++) {
+                if (!i)
+                    sum[j] = st[j];
+                else
+                    sum[j].count += st[j].count;
+            }
+        }
+        printf(",\"td_stats\":{");
+        for (int j = 0; j < k; j++)
+            printf("%s\"%s\":%" PRIu64, j ? "," : "", sum[j].name, sum[j].count);
+        printf("}");
+    }
+    printf("}\n");
+    if (!S.c.check)
+        return;
+    int bad = 0;
+    if (S.c.hb && S.c.deadset_check && (!dead_ok || unnotified)) {
+        fprintf(stderr, "phx-sim: CHECK dead set differs among survivors (or a crash unnoticed)\n");
+        bad = 1;
+    }
+    if (S.c.era_k && !era_ok) {
+        fprintf(stderr, "phx-sim: CHECK ERA: %d survivors undecided or values differ\n", era_undecided);
+        bad = 1;
+    }
+    if (S.c.td && (S.td_premature || (!S.td_fatal && S.td_declared == 0))) {
+        fprintf(stderr, "phx-sim: CHECK TD: premature %d, declared %d\n", S.td_premature, S.td_declared);
+        bad = 1;
+    }
+    if (bad)
+        exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    fail_spec_t fs[64];
+    int nfs = 0;
+    parse(argc, argv, fs, &nfs);
+    if (!getenv("PHX_LOG"))
+        phx_log_set_level(PHX_LOG_ERROR);   /* fencing warnings would flood at scale */
+    long rss0 = rss_kb("VmRSS:");
+    S.nsched = S.c.ncon;
+    setup();
+    if (nfs) {
+        int *ring = NULL;
+        if (S.c.hb) {
+            ring = malloc(sizeof *ring * (size_t)S.c.n);
+            uint32_t *host = malloc(sizeof *host * (size_t)S.c.n);
+            if (!ring || !host)
+                die("out of memory", PHX_ENOMEM);
+            for (int i = 0; i < S.c.n; i++)
+                host[i] = (uint32_t)(i / S.c.host_size * S.c.host_size);
+            phx_ft_ring_build(S.c.n, host, ring);
+            free(host);
+        }
+        schedule_failures(fs, nfs, ring);
+        free(ring);
+    }
+    if (S.c.bcast_known >= 0)
+        bcast_setup();
+    run();
+    report(rss0);
+    return 0;
+}
