@@ -25,7 +25,9 @@ slurm_cleanup() {
 trap slurm_cleanup EXIT
 trap 'exit 1' INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Ports: one reserved block (lib.sh port_base) for Slurm's daemons and the
+# direct-launch nodes, below the ephemeral range srun's listeners use.
+PB=$(port_base) || exit 1
 S=$TMP/slurm
 mkdir -p "$S/state" "$S/spool" "$S/home/.phalanx" "$S/nohome"
 chmod 700 "$S"
@@ -39,8 +41,8 @@ USER_NAME=$(id -un)
 cat >"$S/slurm.conf" <<EOF
 ClusterName=phxtest$$
 SlurmctldHost=localhost(127.0.0.1)
-SlurmctldPort=$(free_port)
-SlurmdPort=$(free_port)
+SlurmctldPort=$((PB + 250))
+SlurmdPort=$((PB + 251))
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$S/munge.sock
@@ -81,7 +83,7 @@ HB=$(hb_ms)
 JOB_S=$(( 60 + 10 * HB / 1000 ))
 unset PHX_SECRET PHX_SECRET_FILE PHX_RANK PHX_SIZE PHX_PEERS
 # Direct launch: ports from PHX_BASE_PORT (unique to this run) + local id.
-export PHX_BASE_PORT=$(port_base)
+export PHX_BASE_PORT=$PB
 
 timeout -k 5 $JOB_S salloc -Q -n 4 "$PHX" run "$BIN/fib" 18 >"$TMP/salloc.out" 2>"$TMP/salloc.err"; rc=$?
 check "salloc -n 4 phx run fib 18: exit 0, the fault-free result on 4 nodes (rc $rc)" \
@@ -106,4 +108,8 @@ check "direct launch with the default secret file \$HOME/.phalanx/secret (rc $rc
 HOME=$S/nohome timeout -k 5 $JOB_S srun -Q -n 4 "$BIN/fib" 18 >"$TMP/srun4.out" 2>"$TMP/srun4.err"; rc=$?
 check "direct launch with no secret anywhere: fails, naming the file (rc $rc)" \
     eval '[ $rc != 0 ] && grep -q "nohome/.phalanx/secret" "$TMP/srun4.err" && ! grep -q "fib(18) =" "$TMP/srun4.out"'
+# On a failure, say why.
+[ "$FAIL" = 0 ] || for f in salloc srun srun2 srun3; do
+    grep -q . "$TMP/$f.err" 2>/dev/null && { echo "# $f.err:"; tail -n 8 "$TMP/$f.err" | sed 's/^/#   /'; }
+done
 finish

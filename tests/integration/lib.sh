@@ -33,7 +33,15 @@
 #   now_ms                          CLOCK_REALTIME in ms
 PASS=0; FAIL=0; PIDS=""
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/phx-it.XXXXXX")
-cleanup() { for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
+cleanup() {
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
+    rm -rf "$TMP"
+    # port_base runs in $(...): find this test's reservations by pid
+    for r in "${TMPDIR:-/tmp}"/phx-ports/*/pid; do
+        [ "$(cat "$r" 2>/dev/null)" = $$ ] && rm -rf "${r%/pid}"
+    done
+    return 0
+}
 trap cleanup EXIT INT TERM
 
 ok()   { PASS=$((PASS + 1)); echo "ok   - $*"; }
@@ -43,8 +51,34 @@ check() { desc=$1; shift; if "$@"; then ok "$desc"; else fail "$desc"; fi; }
 todo() { desc=$1; shift; if "$@"; then ok "$desc"; else echo "todo - $desc (known open hole)"; fi; }
 finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; }
 
-# A port base unlikely to collide with a concurrent run.
-port_base() { echo $((20000 + ($$ * 7) % 30000)); }
+# port_base: a base P such that P..P+255 are free now and reserved for
+# this test. Bases lie below the kernel's ephemeral range (outgoing
+# connections and srun's own listeners take ports from it), and a
+# reservation (by pid) in ${TMPDIR:-/tmp}/phx-ports/ keeps a concurrent copy of the
+# suite off them; a reservation whose owner is gone is taken over.
+port_base() {
+    _lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    _n=$(( (_lo - 10000) / 256 - 1 )); _d=${TMPDIR:-/tmp}/phx-ports
+    mkdir -p "$_d" 2>/dev/null
+    _i=$(( $$ % _n )); _t=0
+    while [ $_t -lt $_n ]; do
+        _b=$(( 10000 + ((_i + _t) % _n) * 256 )); _t=$((_t + 1))
+        if ! mkdir "$_d/$_b" 2>/dev/null; then
+            _o=$(cat "$_d/$_b/pid" 2>/dev/null)
+            [ -n "$_o" ] && kill -0 "$_o" 2>/dev/null && continue
+            rm -rf "$_d/$_b"; mkdir "$_d/$_b" 2>/dev/null || continue
+        fi
+        echo $$ >"$_d/$_b/pid"
+        if python3 -c '
+import socket, sys
+b = int(sys.argv[1])
+for p in range(b, b + 256):
+    s = socket.socket(); s.bind(("0.0.0.0", p)); s.close()' "$_b" 2>/dev/null; then
+            echo "$_b"; return 0
+        fi
+    done
+    echo "port_base: no free block of 256 ports below $_lo" >&2; return 1
+}
 
 # wait_for SECONDS CMD...: poll CMD every 50 ms until it succeeds.
 wait_for() {
