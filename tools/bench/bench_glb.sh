@@ -12,7 +12,7 @@ set -u
 B=${1:-build}/bin
 REPS=${2:-3}
 P=${3:-2}
-UTS_TREE=${UTS_TREE:-"-t 1 -a 3 -d 9 -b 4 -r 19"}     # 1,031,269 nodes
+UTS_TREE=${UTS_TREE:-"-t 1 -a 3 -d 11 -b 4 -r 19"}    # 16,526,523 nodes, ~6 s sequential
 BC_GRAPH=${BC_GRAPH:-"-n 11 -s 2"}
 CORES=$(nproc)
 PC=$(( P < CORES ? P : CORES ))
