@@ -134,7 +134,9 @@ static void log_ring(phx_ft_t *ft)
  * connection to the dead rank at once (and drops what was queued for it),
  * so no YOU_ARE_DEAD, BCASTMSG or DSET naming us can arrive, and the
  * transport refuses the rank for good. What does arrive is the evidence:
- * every peer it still counts as alive has dropped its connection. That is
+ * every peer it still counts as alive has dropped its connection (closed
+ * now, not only reported down: the transport reports a drop after delta,
+ * and by then the hint grace may have had us declare our emitter). That is
  * evidence only while the detector is in doubt (phx_ft_hb_in_doubt: a stall
  * long enough, by the configured delta and eta, for our observer to have
  * declared us, which ended within 2 delta). A node that was merely slow,
@@ -149,7 +151,7 @@ static void check_isolation(phx_ft_t *ft, uint64_t now)
     for (int r = 0; r < n->size; r++) {
         if (r == n->rank || phx_ft_hb_is_dead(ft->hb, r))
             continue;
-        if (!ft->down[r])
+        if (!ft->down[r] && phx_net_peer_connected(n->net, r))
             return;
         alive++;
     }

@@ -1093,6 +1093,11 @@ int phx_net_peer_up(const phx_net_t *n, int peer)
     return p->ever_up && !p->dead && !p->refused && !p->left;
 }
 
+int phx_net_peer_connected(const phx_net_t *n, int peer)
+{
+    return n->peers[peer].up;
+}
+
 uint64_t phx_net_queued(const phx_net_t *n, int peer)
 {
     return n->peers[peer].obuf.len + n->peers[peer].wbuf.len;

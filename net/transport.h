@@ -104,6 +104,8 @@ void phx_net_reject(phx_net_t *n, int peer, const char *why);
 /* 1 if peer joined the job and is neither closed, refused nor gone: its
  * link may be down for the moment and being restored. */
 int phx_net_peer_up(const phx_net_t *n, int peer);
+/* 1 if an authenticated connection to peer is open right now. */
+int phx_net_peer_connected(const phx_net_t *n, int peer);
 /* Stops (1) or resumes (0) reading from every peer: inbound backpressure.
  * TCP flow control then holds the senders back. */
 void phx_net_pause_reads(phx_net_t *n, int pause);
