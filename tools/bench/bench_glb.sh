@@ -13,7 +13,7 @@ B=${1:-build}/bin
 REPS=${2:-3}
 P=${3:-2}
 UTS_TREE=${UTS_TREE:-"-t 1 -a 3 -d 11 -b 4 -r 19"}    # 16,526,523 nodes, ~6 s sequential
-BC_GRAPH=${BC_GRAPH:-"-n 11 -s 2"}
+BC_GRAPH=${BC_GRAPH:-"-n 12 -s 2"}    # 4096 vertices, about 1 s sequential
 CORES=$(nproc)
 PC=$(( P < CORES ? P : CORES ))
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
@@ -63,14 +63,36 @@ for v in off on; do
         "$(calc %.0f "100 * $t_seq / ($PC * $t)")" "$(cpu uts_$v)" "$(calc %.0f "100 * $(cpu seq) / $(cpu uts_$v)")"
 done
 
-printf '\n| app | k | t off (s) | t on (s) | overhead (wall) | overhead (CPU) | backups/run | steal-backup fraction |\n|---|---|---|---|---|---|---|---|\n'
+# Overhead: off and on for each k run back to back in every repetition, and
+# the overhead is the median of the per-repetition ratios, so drift in the
+# machine's load between repetitions cancels.
+printf '\n| app | k | t off (s) | t on (s) | overhead (wall, median of paired ratios) | overhead (CPU) | backups/run | steal-backup fraction |\n|---|---|---|---|---|---|---|---|\n'
+KS="256 2048 32768"
 for app in uts bc; do
     if [ $app = uts ]; then args="$UTS_TREE"; else args="$BC_GRAPH"; fi
-    off=$(samples ${app}_koff "$B/phx" run -n "$P" "$B/$app" $args --glb-ft=off)
-    for k in 256 2048 32768; do
-        on=$(samples ${app}_k$k "$B/phx" run -n "$P" "$B/$app" $args --glb-ft=on --glb-k=$k)
-        printf '| %s | %s | %s | %s | %s%% | %s%% | %s | %s |\n' $app $k "$off" "$on" \
-            "$(calc %+.1f "100 * ($on / $off - 1)")" "$(calc %+.1f "100 * ($(cpu ${app}_k$k) / $(cpu ${app}_koff) - 1)")" \
+    for f in koff $(printf 'k%s ' $KS); do : >"$TMP/${app}_$f.t"; : >"$TMP/${app}_$f.c"; : >"$TMP/${app}_$f.stats"; done
+    for k in $KS; do : >"$TMP/${app}_k$k.r"; : >"$TMP/${app}_k$k.rc"; done
+    for _ in $(seq "$REPS"); do
+        one() {   # one NAME FLAGS...: one run, appended to NAME's samples
+            local name=$1; shift
+            PHX_GLB_STATS=1 /usr/bin/time -f "%U %S" -o "$TMP/time" "$B/phx" run -n "$P" "$B/$app" $args "$@" \
+                >"$TMP/out" 2>"$TMP/err"
+            secs <"$TMP/out" >>"$TMP/$name.t"
+            awk '{ print $1 + $2 }' "$TMP/time" >>"$TMP/$name.c"
+            grep -h glb-stats "$TMP/err" >>"$TMP/$name.stats"
+        }
+        one ${app}_koff --glb-ft=off
+        toff=$(tail -1 "$TMP/${app}_koff.t"); coff=$(tail -1 "$TMP/${app}_koff.c")
+        for k in $KS; do
+            one ${app}_k$k --glb-ft=on --glb-k=$k
+            calc %.6f "$(tail -1 "$TMP/${app}_k$k.t") / $toff - 1" >>"$TMP/${app}_k$k.r"; echo >>"$TMP/${app}_k$k.r"
+            calc %.6f "$(tail -1 "$TMP/${app}_k$k.c") / $coff - 1" >>"$TMP/${app}_k$k.rc"; echo >>"$TMP/${app}_k$k.rc"
+        done
+    done
+    off=$(median <"$TMP/${app}_koff.t")
+    for k in $KS; do
+        printf '| %s | %s | %s | %s | %s%% | %s%% | %s | %s |\n' $app $k "$off" "$(median <"$TMP/${app}_k$k.t")" \
+            "$(calc %+.1f "100 * $(median <"$TMP/${app}_k$k.r")")" "$(calc %+.1f "100 * $(median <"$TMP/${app}_k$k.rc")")" \
             "$(backups ${app}_k$k)" "$(stlfrac ${app}_k$k)"
     done
 done
