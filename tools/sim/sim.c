@@ -89,7 +89,7 @@ typedef struct cfg {
     uint64_t seed, until;
     uint64_t lat, jitter, cost, send_cost, skew;
     int dist, fifo, drift_ppm;
-    int hb, reset, host_size;
+    int hb, reset, host_size, bcast_list_max;
     uint64_t delta, eta;
     int era_k;
     uint64_t era_at;
@@ -128,7 +128,7 @@ typedef struct sim {
     uint64_t t_first_crash;
     /* counters */
     uint64_t msgs[EV_NKIND], dropped, events;
-    uint64_t hb_sent[PHX_FT_HB_NTYPES];
+    uint64_t hb_sent[PHX_FT_HB_NTYPES], hb_bytes;
     int era_depth;             /* rounds: longest causal chain at any decision */
     /* TD */
     uint64_t app_inflight, td_ctrl, td_last_task, td_last_declare;
@@ -364,6 +364,7 @@ static void cb_hb_send(void *ctx, int dst, unsigned type, const void *buf, size_
 {
     int src = (int)(intptr_t)ctx;
     S.hb_sent[type]++;
+    S.hb_bytes += len;
     net_send(src, dst, EV_HB, type, buf, len, 0);
     if (type == PHX_FT_HB_BCASTMSG)
         crash_point(src, EV_BCASTMSG, ++S.nd[src].sent_bcast);
@@ -763,7 +764,8 @@ static void setup(void)
         x->drift = S.c.drift_ppm ? (int32_t)rnd_below(2 * (uint64_t)S.c.drift_ppm + 1) - S.c.drift_ppm : 0;
         if (S.c.hb) {
             phx_ft_hb_cfg_t hc = { .nranks = n, .rank = i, .incarnation = 1, .shared = hsh,
-                                   .delta_ns = S.c.delta, .eta_ns = S.c.eta };
+                                   .delta_ns = S.c.delta, .eta_ns = S.c.eta,
+                                   .bcast_list_max = S.c.bcast_list_max };
             phx_ft_hb_env_t he = { .ctx = ctx, .send = cb_hb_send, .on_dead = cb_hb_dead,
                                    .on_fenced = cb_hb_fenced };
             int rc = phx_ft_hb_create(&hc, &he, &x->hb);
@@ -852,6 +854,7 @@ static void usage(void)
             "  network: --lat-us=L --jitter-us=J --dist=const|uniform|exp --fifo=0|1\n"
             "           --cost-us=C (per received message) --send-cost-us=C --skew-us=O --drift-ppm=D\n"
             "  detector: --hb=0|1 --delta-ms=D --eta-ms=E --host-size=K --reset=0|1\n"
+            "            --bcast-list-max=L (whole D in a broadcast up to L ranks; 0: 64, <0: never)\n"
             "  failures: --crash=R@MS --crash-random=F@MS --crash-adjacent=F@MS --crash-host=H@MS\n"
             "            --crash-on=R:hb|bcast|era|td:K (after R's K-th message of that protocol,\n"
             "                          or BCASTMSG copy; R = -1: the first rank to get there)\n"
@@ -940,6 +943,7 @@ static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
         else if (!strcmp(a, "hb")) c->hb = atoi(v);
         else if (!strcmp(a, "reset")) c->reset = atoi(v);
         else if (!strcmp(a, "host-size")) c->host_size = atoi(v);
+        else if (!strcmp(a, "bcast-list-max")) c->bcast_list_max = atoi(v);
         else if (!strcmp(a, "delta-ms")) c->delta = ms_arg(v);
         else if (!strcmp(a, "eta-ms")) c->eta = ms_arg(v);
         else if (!strcmp(a, "era")) c->era_k = atoi(v);
@@ -1076,14 +1080,26 @@ static void report(long rss0)
            "\"dropped\":%" PRIu64,
            n, S.c.seed, S.events, ms(S.now), (double)(hwm - rss0) * 1024.0 / n, S.ncrashed, fenced,
            alive, S.dropped);
-    if (S.c.hb)
+    if (S.c.hb) {
+        phx_ft_hb_stats_t st, sum = { 0 };
+        for (int i = 0; i < n; i++) {
+            phx_ft_hb_get_stats(S.nd[i].hb, &st);
+            sum.bcast_started += st.bcast_started;
+            sum.bcast_compact += st.bcast_compact;
+            sum.bcast_pull += st.bcast_pull;
+            sum.bcast_bypass += st.bcast_bypass;
+        }
         printf(",\"hb\":{\"heartbeat\":%" PRIu64 ",\"newobserver\":%" PRIu64 ",\"bcast\":%" PRIu64
-               ",\"you_are_dead\":%" PRIu64 ",\"bcast_per_node\":%.3f,\"detect_ms\":%.3f,"
+               ",\"you_are_dead\":%" PRIu64 ",\"dset\":%" PRIu64 ",\"bcast_per_node\":%.3f,"
+               "\"bytes_per_node\":%.0f,\"bcasts\":%" PRIu64 ",\"compact\":%" PRIu64
+               ",\"pull\":%" PRIu64 ",\"bypass\":%" PRIu64 ",\"detect_ms\":%.3f,"
                "\"notify_ms\":%.3f,\"unnotified\":%d,\"deadset_agree\":%d,\"deadset_exact\":%d}",
                S.hb_sent[PHX_FT_HB_HEARTBEAT], S.hb_sent[PHX_FT_HB_NEWOBSERVER],
                S.hb_sent[PHX_FT_HB_BCASTMSG], S.hb_sent[PHX_FT_HB_YOU_ARE_DEAD],
-               (double)S.hb_sent[PHX_FT_HB_BCASTMSG] / n, ms(det), ms(notif), unnotified, dead_ok,
-               dead_exact);
+               S.hb_sent[PHX_FT_HB_DSET], (double)S.hb_sent[PHX_FT_HB_BCASTMSG] / n,
+               (double)S.hb_bytes / n, sum.bcast_started, sum.bcast_compact, sum.bcast_pull,
+               sum.bcast_bypass, ms(det), ms(notif), unnotified, dead_ok, dead_exact);
+    }
     if (S.c.era_k)
         printf(",\"era\":{\"k\":%d,\"msgs\":%" PRIu64 ",\"msgs_per_node\":%.3f,\"latency_us\":%.3f,"
                "\"depth\":%d,\"undecided\":%d,\"agree\":%d,\"after_notice_us\":%.3f}",
