@@ -91,7 +91,7 @@ typedef struct cfg {
     int dist, fifo, drift_ppm;
     int hb, reset, host_size, bcast_list_max;
     uint64_t delta, eta;
-    int era_k;
+    int era_k, era_shrink;   /* era_shrink: each operation is a shrink of the world */
     uint64_t era_at;
     const phx_td_ops_t *td;
     int td_hops, td_ring;   /* td_ring: hop to rank+1 (apps/tdk ring), else uniform */
@@ -130,6 +130,7 @@ typedef struct sim {
     uint64_t msgs[EV_NKIND], dropped, events;
     uint64_t hb_sent[PHX_FT_HB_NTYPES], hb_bytes;
     int era_depth;             /* rounds: longest causal chain at any decision */
+    int shrunk_size;           /* members of the last group a shrink made */
     /* TD */
     uint64_t app_inflight, td_ctrl, td_last_task, td_last_declare;
     int td_active_nodes, td_declared, td_premature, td_fatal, td_hops_done;
@@ -441,6 +442,18 @@ static void cb_era_decided(void *ctx, uint64_t gid, uint64_t aid, const phx_ft_e
         S.era_depth = (int)x->depth;
 }
 
+/* A shrink's outcome as a value: survivors agree iff id and size agree. */
+static void cb_era_shrunk(void *ctx, uint64_t gid, uint64_t aid, phx_ft_group_t *newg,
+                          const phx_ft_rankset_t *failed, int rc)
+{
+    phx_ft_era_value_t v;
+    if (!newg)
+        die("shrink", rc < 0 ? rc : PHX_ENOMEM);
+    S.shrunk_size = phx_ft_group_size(newg);
+    phx_ft_era_value_u64(&v, phx_ft_group_id(newg) ^ (uint64_t)S.shrunk_size);
+    cb_era_decided(ctx, gid, aid, &v, failed, rc);
+}
+
 /* ---- termination glue (core/node.c) --------------------------------------- */
 
 static void cb_td_send(void *ctx, int dst, const void *msg, size_t len)
@@ -585,9 +598,10 @@ static void deliver(ev_t *e)
     case EV_ERA_START: {
         phx_ft_era_value_t v;
         phx_ft_era_value_u64(&v, (uint64_t)e->dst * 2654435761u);
-        int rc = phx_ft_era_start(x->era, x->world, e->tag, &v, PHX_FT_ERA_MIN);
+        int rc = S.c.era_shrink ? phx_ft_ulfm_shrink(x->era, x->world, e->tag)
+                                : phx_ft_era_start(x->era, x->world, e->tag, &v, PHX_FT_ERA_MIN);
         if (rc < 0)
-            die("era start", rc);
+            die(S.c.era_shrink ? "shrink" : "era start", rc);
         return;
     }
     case EV_TDC:
@@ -773,7 +787,8 @@ static void setup(void)
                 die("hb create", rc);
         }
         if (S.c.era_k) {
-            phx_ft_era_env_t ee = { .ctx = ctx, .send = cb_era_send, .decided = cb_era_decided };
+            phx_ft_era_env_t ee = { .ctx = ctx, .send = cb_era_send, .decided = cb_era_decided,
+                                    .shrunk = cb_era_shrunk };
             int rc = phx_ft_era_create(&ee, i, n, &x->era);
             if (rc < 0)
                 die("era create", rc);
@@ -860,6 +875,7 @@ static void usage(void)
             "                          or BCASTMSG copy; R = -1: the first rank to get there)\n"
             "            --partition=FRAC@MS:MS (ranks below FRAC*n cut off from the rest)\n"
             "  agreement: --era=K (K agreements, first at --era-at-ms, 10*delta apart)\n"
+            "             --shrink=1 (each one a shrink of the world group)\n"
             "  termination: --td=NAME --td-hops=K --task-us=W (token of Theorem 1, 001_*; W per hop;\n"
             "               --td-walk=uniform|ring: next hop uniform, or rank+1 as apps/tdk ring)\n"
             "  --check: exit 1 if a property fails; --deadset-check=0 skips the dead-set one\n"
@@ -947,6 +963,7 @@ static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
         else if (!strcmp(a, "delta-ms")) c->delta = ms_arg(v);
         else if (!strcmp(a, "eta-ms")) c->eta = ms_arg(v);
         else if (!strcmp(a, "era")) c->era_k = atoi(v);
+        else if (!strcmp(a, "shrink")) c->era_shrink = atoi(v);
         else if (!strcmp(a, "era-at-ms")) c->era_at = ms_arg(v);
         else if (!strcmp(a, "td")) {
             if (!(c->td = phx_td_find(v))) {
@@ -1073,6 +1090,10 @@ static void report(long rss0)
     }
     if (era_undecided || S.era_split)
         era_ok = 0;
+    /* The new group holds every survivor and leaves out only crashed ranks
+     * (one that died after the decision stays in it, as in ULFM). */
+    if (S.c.era_shrink && (S.shrunk_size < alive || n - S.shrunk_size > S.ncrashed))
+        era_ok = 0;
     uint64_t era_first_start = S.c.era_at;
     long hwm = rss_kb("VmHWM:");
     printf("{\"n\":%d,\"seed\":%" PRIu64 ",\"events\":%" PRIu64 ",\"sim_ms\":%.3f,"
@@ -1102,12 +1123,14 @@ static void report(long rss0)
     }
     if (S.c.era_k)
         printf(",\"era\":{\"k\":%d,\"msgs\":%" PRIu64 ",\"msgs_per_node\":%.3f,\"latency_us\":%.3f,"
-               "\"depth\":%d,\"undecided\":%d,\"agree\":%d,\"after_notice_us\":%.3f}",
+               "\"depth\":%d,\"undecided\":%d,\"agree\":%d,\"after_notice_us\":%.3f,"
+               "\"shrunk_size\":%d}",
                S.c.era_k, S.msgs[EV_ERA], (double)S.msgs[EV_ERA] / n / S.c.era_k,
                era_last > era_first_start ? (double)(era_last - era_first_start - (uint64_t)(S.c.era_k - 1) * S.c.delta * 10) / US : 0.0,
                S.era_depth, era_undecided, era_ok,
                /* the repair: last decision after the last failure notice */
-               era_last > last_known ? (double)(era_last - last_known) / US : 0.0);
+               era_last > last_known ? (double)(era_last - last_known) / US : 0.0,
+               S.shrunk_size);
     if (S.bc) {
         int missed = 0;
         for (int i = 0; i < n; i++)

@@ -8,7 +8,7 @@
 #    also after a partition longer than delta (the ranks declared dead
 #    across the cut are fenced, the rest agree);
 #  - ERA agreement and termination, failure-free and with the root dying
-#    right after it sent its first decision message;
+#    right after it sent its first decision message; shrink at n = 2048;
 #  - no early termination for any detector (fault-tolerant ones with a crash);
 #  - the same arguments give the same output (determinism).
 set -u
@@ -42,6 +42,10 @@ for seed in 1 2 3; do
     done
 done
 N=512 run --seed=1 --crash-random=256@3000 --until-ms=60000
+# shrink past the old 1024-rank limit (issue 15): a rank known dead before,
+# and rank 1 dying right after its first shrink message (its UP); every
+# survivor builds the same group: every survivor, no live rank left out
+N=2048 run --seed=1 --era=1 --shrink=1 --era-at-ms=3000 --crash=5@1000 --crash-on=1:era:1
 if [ "${SIM_DEADSET_BEYOND:-0}" = 1 ]; then
     run --seed=1 --crash-random=$((N / 2))@3000 --until-ms=60000
 fi
