@@ -9,6 +9,7 @@
 #    across the cut are fenced, the rest agree);
 #  - ERA agreement and termination, failure-free and with the root dying
 #    right after it sent its first decision message; shrink at n = 2048;
+#  - recovery=cr: every survivor resumes after a crash (coordinator too);
 #  - no early termination for any detector (fault-tolerant ones with a crash);
 #  - the same arguments give the same output (determinism).
 set -u
@@ -37,6 +38,12 @@ for seed in 1 2 3; do
     for td in 4c edod hcda cda; do
         run --seed=$seed --hb=0 --td=$td --td-hops=200 --task-us=50 --jitter-us=10 --dist=uniform
     done
+    # recovery=cr (ft/ckpt's round table and relocation): every survivor
+    # resumes (GO) after a silent crash; the coordinator dying before it
+    # decides, and right after (a second round)
+    run --seed=$seed --cr=1 --state-mb=16 --crash=$((seed * 7))@3000
+    run --seed=$seed --cr=1 --state-mb=16 --crash=5@3000 --crash=0@3900.5
+    run --seed=$seed --cr=1 --state-mb=16 --crash=5@3000 --crash=0@3902.1
     for td in indep rellazy releager; do
         run --seed=$seed --td=$td --td-hops=200 --task-us=50 --crash=$((seed + 3))@0.2
     done
