@@ -863,7 +863,8 @@ static int bcast_check(phx_ft_hb_t *hb, const struct wire *w, int *me_dead)
 static void send_dset(phx_ft_hb_t *hb, int dst, unsigned flags)
 {
     uint32_t nd = (uint32_t)hb->ndead;
-    memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
+    if (nd)   /* dead_list is NULL until the first death */
+        memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
     qsort(hb->own, nd, sizeof(int), cmp_int);
     phx_wenc_t e;
     phx_wenc_init(&e, hb->buf, BC_FIXED + BC_COMPACT_EXTRA + 4 * (size_t)hb->n);
