@@ -383,18 +383,17 @@ static void send_up(phx_ft_era_t *era, era_inst_t *x, int dst)
     era_send(era, dst, buf, encode(era, &m, buf));
 }
 
+/* The successor group: the members less the decision's failed set. */
 static int finish_shrink(phx_ft_era_t *era, era_inst_t *x, era_ev_t *ev)
 {
     const phx_ft_group_t *g = x->g;
-    phx_ft_rankset_t out = x->dead;
-    for (uint32_t i = 0; i < x->nwords && i < PHX_FT_RANKSET_WORDS; i++)
-        out.w[i] |= x->agg.w[i];
+    const phx_ft_rankset_t *out = &x->dead;
     int *mem = malloc(sizeof(int) * (size_t)g->m);
     if (!mem)
         return PHX_ENOMEM;
     int k = 0;
     for (int i = 0; i < g->m; i++)
-        if (!rs_test(&out, g->members[i]))
+        if (!rs_test(out, g->members[i]))
             mem[k++] = g->members[i];
     ev->kind = EV_SHRUNK;
     int rc = group_create_internal(era, phx_ft_ulfm_shrink_gid(g->id, x->aid), mem, k, false,

@@ -26,16 +26,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Job size limit of ERA with shrink: a shrink agrees on a dead set carried
- * as a value, so it is bounded by the value width. core/agree.c refuses
- * larger jobs at startup with fault tolerance on (saying so) and runs them
- * without groups when off. */
-#define PHX_FT_ERA_MAX_RANKS 1024
 #define PHX_FT_ERA_VAL_WORDS 16                   /* 1024-bit values */
-/* Job size limit of the engine (create, agree, failure notices): rank sets
- * are bitsets of this many bits; the wire carries only the job's words. */
+/* Job size limit of the engine (create, agree, failure notices, shrink):
+ * rank sets are bitsets of this many bits; the wire carries only the job's
+ * words. */
 #define PHX_FT_ERA_ENGINE_MAX_RANKS 65536
 #define PHX_FT_RANKSET_WORDS (PHX_FT_ERA_ENGINE_MAX_RANKS / 64)
+/* Job size limit of ERA with shrink, which core/agree.c enforces at startup
+ * with fault tolerance on (saying so). A shrink agrees on the decision's
+ * failed set (a rank set), not on a value, so it is the engine's limit
+ * (it was the 1024-bit value width before issue 15). */
+#define PHX_FT_ERA_MAX_RANKS PHX_FT_ERA_ENGINE_MAX_RANKS
 
 typedef struct phx_ft_era phx_ft_era_t;
 typedef struct phx_ft_group phx_ft_group_t;      /* see group.h */

@@ -239,13 +239,16 @@ uint64_t phx_ft_ulfm_shrink_gid(uint64_t gid, uint64_t aid)
 
 int phx_ft_ulfm_shrink(phx_ft_era_t *era, phx_ft_group_t *g, uint64_t aid)
 {
-    if (!era || !g || g->era != era || !era->env.shrunk || era->nbm > PHX_FT_ERA_VAL_WORDS)
-        return PHX_EINVAL;   /* the dead set must fit a value: PHX_FT_ERA_MAX_RANKS */
+    if (!era || !g || g->era != era || !era->env.shrunk)
+        return PHX_EINVAL;
+    /* The new group leaves out the decision's failed set: the union of the
+     * contributors' known-dead sets, which every UP already carries (and
+     * identical at every survivor). A value holding our dead set, as
+     * before, would add nothing (each contributor's dead set at start is
+     * inside its UP's) and capped jobs at the value's 1024 bits. */
     phx_ft_era_value_t v;
     memset(&v, 0, sizeof v);
-    v.nwords = (uint32_t)era->nbm;
-    for (int i = 0; i < era->nbm; i++)
-        v.w[i] = era->dead.w[i] & g->mask.w[i];
+    v.nwords = 1;
     era_enter(era);
     return era_exit(era, era_start_internal(era, g, aid, &v, PHX_FT_ERA_OR, true));
 }

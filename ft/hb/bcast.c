@@ -10,7 +10,7 @@ struct phx_ft_bcast {
     int k;          /* cube dimension */
     int ncubes;
     int oidx;       /* origin's index in live[] */
-    int *live;      /* sorted member ranks */
+    int *live;      /* sorted member ranks; NULL: all ranks (no dead), by arithmetic */
 };
 
 int phx_ft_bcast_create(int nranks, int origin, const int *dead, size_t ndead,
@@ -18,6 +18,19 @@ int phx_ft_bcast_create(int nranks, int origin, const int *dead, size_t ndead,
 {
     if (!out || nranks < 1 || origin < 0 || origin >= nranks || (ndead && !dead))
         return PHX_EINVAL;
+    if (!ndead) {   /* every rank a member: O(1), no tables (the compact broadcast's case) */
+        phx_ft_bcast_t *b = calloc(1, sizeof(*b));
+        if (!b)
+            return PHX_ENOMEM;
+        int k = 0;
+        while ((2 << k) <= nranks && k < 30)
+            k++;
+        *b = (phx_ft_bcast_t){ .nranks = nranks, .origin = origin, .n = nranks, .k = k,
+                               .ncubes = nranks == 1 ? 0 : (nranks == (1 << k) ? 1 : 2),
+                               .oidx = origin };
+        *out = b;
+        return 0;
+    }
     uint8_t *mark = calloc((size_t)nranks, 1);
     if (!mark)
         return PHX_ENOMEM;
@@ -94,11 +107,13 @@ static int idx_to_cube(const phx_ft_bcast_t *b, int cube, int idx)
 
 static int idx_to_rank(const phx_ft_bcast_t *b, int idx)
 {
-    return b->live[(b->oidx + idx) % b->n];
+    return b->live ? b->live[(b->oidx + idx) % b->n] : (b->oidx + idx) % b->n;
 }
 
 static int rank_to_idx(const phx_ft_bcast_t *b, int rank)
 {
+    if (!b->live)
+        return rank >= 0 && rank < b->n ? (rank - b->oidx + b->n) % b->n : -1;
     int lo = 0, hi = b->n - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;

@@ -5,7 +5,10 @@
  *   NEWOBSERVER              header
  *   YOU_ARE_DEAD             header, u32 target, u32 target incarnation
  *   BCASTMSG                 header, u32 origin, u32 seq, u32 dead, u8 cube,
- *                            u8 tree, u16 0, u32 ndead, u32 D[ndead] ascending
+ *                            u8 tree, u16 flags, u32 ndead, then
+ *                            flags 0: u32 D[ndead] ascending (the origin's D)
+ *                            flags 1 (compact): u64 digest of D, u32 ntail,
+ *                            u32 T[ntail] ascending (its latest additions)
  *   DSET                     header, u8 flags (bit 0: reply wanted), u8 0,
  *                            u16 0, u32 ndead, u32 D[ndead] ascending
  * The sender field must equal the transport's source rank and nranks our
@@ -26,8 +29,14 @@
 #define BEAT_LEN     (HDR_LEN + 12)   /* + u32 ndead, u64 digest */
 #define YAD_LEN      (HDR_LEN + 8)    /* + u32 target, u32 target_inc */
 #define DSET_REPLY   1u
-#define BC_FIXED     (HDR_LEN + 20)   /* + origin, seq, dead, u8 cube, u8 tree, u16 0, ndead */
-#define SEEN_SLOTS   256
+#define BC_FIXED     (HDR_LEN + 20)   /* + origin, seq, dead, u8 cube, u8 tree, u16 flags, ndead */
+#define BC_COMPACT   1u   /* BCASTMSG flag: |D|, digest and tail instead of D */
+#define BC_COMPACT_EXTRA 12   /* u64 digest, u32 ntail */
+#define TAIL_MAX     32   /* latest additions a compact copy carries */
+#define LIST_MAX_DEFAULT 64
+#define SEEN_SETS    64   /* broadcasts remembered: 64 sets of 4, by (origin, seq) */
+#define SEEN_WAYS    4
+#define SEEN_SLOTS   (SEEN_SETS * SEEN_WAYS)
 #define TOPO_SLOTS   16   /* broadcasts in flight at once that keep their topology */
 #define NO_DEADLINE  UINT64_MAX
 
@@ -35,6 +44,7 @@ struct seen {
     int origin;          /* -1: free */
     uint32_t seq;
     uint64_t mask;       /* bit cube*32+tree: copy already handled */
+    uint8_t pulled;      /* compact: we asked a sender for its D once */
 };
 
 /* A cached topology: origin and its sorted D are the key. */
@@ -50,7 +60,8 @@ struct phx_ft_hb_shared {
     int *ring, *pos;
     int *tmp;                   /* nranks ints: D of a decoded message */
     int *own;                   /* nranks ints: D of our own broadcast */
-    uint8_t *buf;               /* encode scratch, BC_FIXED + 4*nranks */
+    uint8_t *buf;               /* encode scratch, BC_FIXED + 12 + 4*nranks */
+    uint32_t *stk;              /* nranks: known-dead children a compact copy passes */
     phx_ft_bcast_hop_t *hops;   /* max fanout of any topology */
     size_t hops_cap;
     /* Round-robin: an entry lives for TOPO_SLOTS later builds, so one call
@@ -65,6 +76,7 @@ struct phx_ft_hb {
     int n, me;
     uint32_t inc;
     uint64_t delta, eta, grace, slack;
+    int list_max;               /* cfg.bcast_list_max resolved; < 0: always compact */
     const int *ring, *pos;      /* sh's */
     int emitter, observer;
     int started, fenced;
@@ -90,8 +102,10 @@ struct phx_ft_hb {
     uint32_t incs_cap, incs_len;
 
     uint32_t bseq;
+    /* Set-associative, oldest of a set replaced: a lookup reads 4 entries,
+     * not 256, which mattered with n/2 failures (every copy looks up). */
     struct seen seen[SEEN_SLOTS];
-    unsigned seen_next;
+    uint8_t seen_next[SEEN_SETS];
     /* Topology of the broadcast being handled, owned by sh's cache and
      * valid for the current call only. */
     const phx_ft_bcast_t *topo;
@@ -117,9 +131,11 @@ struct wire {
     /* BCASTMSG, DSET */
     int origin, dead;
     uint32_t seq;
-    unsigned cube, tree;
-    uint32_t ndead;
-    const uint8_t *list;   /* ndead u32, validated ascending */
+    unsigned cube, tree, bflags;
+    uint32_t ndead;        /* |D| (DSET, BCASTMSG: the origin's) */
+    uint64_t digest;       /* compact BCASTMSG: the origin's D digest */
+    uint32_t nlist;        /* entries in list: ndead, or a compact copy's tail */
+    const uint8_t *list;   /* nlist u32, validated ascending */
 };
 
 /* splitmix64 finaliser: spreads rank numbers over 64 bits for the digest. */
@@ -232,16 +248,22 @@ static int decode(const phx_ft_hb_t *hb, int src, unsigned type, const uint8_t *
         uint32_t dead = phx_wdec_u32(&d);
         w->cube = phx_wdec_u8(&d);
         w->tree = phx_wdec_u8(&d);
-        unsigned pad = phx_wdec_u16(&d);
-        uint32_t nd = phx_wdec_u32(&d);
-        if (d.err || origin >= n || dead >= n || pad || nd == 0)
+        w->bflags = phx_wdec_u16(&d);
+        uint32_t nd = phx_wdec_u32(&d), nl = nd;
+        if (w->bflags & BC_COMPACT) {
+            w->digest = phx_wdec_u64(&d);
+            nl = phx_wdec_u32(&d);
+        }
+        if (d.err || origin >= n || dead >= n || (w->bflags & ~BC_COMPACT) || nd == 0 ||
+            nd >= n || nl == 0 || nl > nd)
             return PHX_EPROTO;
-        w->list = take_list(&d, nd, n, origin);   /* origin is alive */
-        if (!w->list || !list_has(w->list, nd, dead))
+        w->list = take_list(&d, nl, n, origin);   /* origin is alive */
+        if (!w->list || !list_has(w->list, nl, dead))
             return PHX_EPROTO;
         w->origin = (int)origin;
         w->dead = (int)dead;
         w->ndead = nd;
+        w->nlist = nl;
         break;
     }
     case PHX_FT_HB_DSET: {
@@ -251,7 +273,7 @@ static int decode(const phx_ft_hb_t *hb, int src, unsigned type, const uint8_t *
         if (d.err || pad || pad2 || (w->flags & ~DSET_REPLY))
             return PHX_EPROTO;
         w->list = take_list(&d, nd, n, (uint32_t)src);   /* the sender is alive */
-        w->ndead = nd;
+        w->ndead = w->nlist = nd;
         break;
     }
     default:
@@ -305,10 +327,11 @@ int phx_ft_hb_shared_create(int n, const int *ring, phx_ft_hb_shared_t **out)
     s->pos = malloc(sizeof(int) * (size_t)n);
     s->tmp = malloc(sizeof(int) * (size_t)n);
     s->own = malloc(sizeof(int) * (size_t)n);
-    s->buf = malloc(BC_FIXED + 4 * (size_t)n);
+    s->buf = malloc(BC_FIXED + BC_COMPACT_EXTRA + 4 * (size_t)n);
+    s->stk = malloc(sizeof(uint32_t) * (size_t)n);
     s->hops_cap = 2 * 32;
     s->hops = malloc(sizeof(*s->hops) * s->hops_cap);
-    if (!s->ring || !s->pos || !s->tmp || !s->own || !s->buf || !s->hops) {
+    if (!s->ring || !s->pos || !s->tmp || !s->own || !s->buf || !s->stk || !s->hops) {
         phx_ft_hb_shared_release(s);
         return PHX_ENOMEM;
     }
@@ -335,6 +358,7 @@ void phx_ft_hb_shared_release(phx_ft_hb_shared_t *s)
     free(s->tmp);
     free(s->own);
     free(s->buf);
+    free(s->stk);
     free(s->hops);
     free(s);
 }
@@ -402,6 +426,8 @@ int phx_ft_hb_create(const phx_ft_hb_cfg_t *cfg, const phx_ft_hb_env_t *env, phx
     hb->eta = cfg->eta_ns ? cfg->eta_ns : (cfg->delta_ns / 10 ? cfg->delta_ns / 10 : 1);
     hb->grace = cfg->hint_grace_ns ? cfg->hint_grace_ns : cfg->delta_ns / 2;
     hb->slack = cfg->stall_slack_ns ? cfg->stall_slack_ns : hb->delta / 2;
+    hb->list_max = cfg->bcast_list_max ? (cfg->bcast_list_max < 0 ? -1 : cfg->bcast_list_max)
+                                       : LIST_MAX_DEFAULT;
     if (cfg->shared) {
         hb->sh = cfg->shared;
         hb->sh->refs++;
@@ -579,7 +605,8 @@ static int topo_for(phx_ft_hb_t *hb, int origin, uint32_t ndead, const int *dl)
         phx_ft_bcast_destroy(b);
         return PHX_ENOMEM;
     }
-    memcpy(copy, dl, sizeof(int) * ndead);
+    if (ndead)
+        memcpy(copy, dl, sizeof(int) * ndead);
     struct topo_slot *t = &sh->topo[sh->topo_next++ % TOPO_SLOTS];
     phx_ft_bcast_destroy(t->b);
     free(t->dl);
@@ -588,38 +615,61 @@ static int topo_for(phx_ft_hb_t *hb, int origin, uint32_t ndead, const int *dl)
     return 0;
 }
 
+static struct seen *seen_set(phx_ft_hb_t *hb, int origin, uint32_t seq, unsigned *set)
+{
+    *set = (unsigned)(mix(((uint64_t)(uint32_t)origin << 32) | seq) % SEEN_SETS);
+    return &hb->seen[*set * SEEN_WAYS];
+}
+
 static struct seen *seen_find(phx_ft_hb_t *hb, int origin, uint32_t seq)
 {
-    for (int i = 0; i < SEEN_SLOTS; i++)
-        if (hb->seen[i].origin == origin && hb->seen[i].seq == seq)
-            return &hb->seen[i];
+    unsigned set;
+    struct seen *w = seen_set(hb, origin, seq, &set);
+    for (int i = 0; i < SEEN_WAYS; i++)
+        if (w[i].origin == origin && w[i].seq == seq)
+            return &w[i];
     return NULL;
 }
 
 static struct seen *seen_add(phx_ft_hb_t *hb, int origin, uint32_t seq)
 {
-    struct seen *s = &hb->seen[hb->seen_next++ % SEEN_SLOTS];
-    *s = (struct seen){ origin, seq, 0 };
+    unsigned set;
+    struct seen *s = seen_set(hb, origin, seq, &set) + hb->seen_next[set]++ % SEEN_WAYS;
+    *s = (struct seen){ origin, seq, 0, 0 };
     return s;
 }
 
-/* Writes BCASTMSG into hb->buf with D = dl[0..nd); returns its length.
- * hb->buf holds BC_FIXED + 4 * nranks: any BCASTMSG or DSET. */
-static size_t encode_bcast(phx_ft_hb_t *hb, int origin, uint32_t seq, int dead, unsigned cube,
-                           unsigned tree, const int *dl, uint32_t nd)
+/* One BCASTMSG's fields but (cube, tree): the same in every copy. */
+struct bc_out {
+    int origin, dead;
+    uint32_t seq;
+    unsigned flags;
+    uint32_t ndead;      /* |D| of the origin */
+    uint64_t digest;     /* compact only */
+    const int *list;     /* D (full) or the tail (compact), ascending */
+    uint32_t nl;
+};
+
+/* Writes BCASTMSG into hb->buf; returns its length. hb->buf holds
+ * BC_FIXED + BC_COMPACT_EXTRA + 4 * nranks: any BCASTMSG or DSET. */
+static size_t encode_bcast(phx_ft_hb_t *hb, const struct bc_out *o, unsigned cube, unsigned tree)
 {
     phx_wenc_t e;
-    phx_wenc_init(&e, hb->buf, BC_FIXED + 4 * (size_t)hb->n);
+    phx_wenc_init(&e, hb->buf, BC_FIXED + BC_COMPACT_EXTRA + 4 * (size_t)hb->n);
     put_hdr(hb, &e, PHX_FT_HB_BCASTMSG);
-    phx_wenc_u32(&e, (uint32_t)origin);
-    phx_wenc_u32(&e, seq);
-    phx_wenc_u32(&e, (uint32_t)dead);
+    phx_wenc_u32(&e, (uint32_t)o->origin);
+    phx_wenc_u32(&e, o->seq);
+    phx_wenc_u32(&e, (uint32_t)o->dead);
     phx_wenc_u8(&e, (uint8_t)cube);
     phx_wenc_u8(&e, (uint8_t)tree);
-    phx_wenc_u16(&e, 0);
-    phx_wenc_u32(&e, nd);
-    for (uint32_t i = 0; i < nd; i++)
-        phx_wenc_u32(&e, (uint32_t)dl[i]);
+    phx_wenc_u16(&e, (uint16_t)o->flags);
+    phx_wenc_u32(&e, o->ndead);
+    if (o->flags & BC_COMPACT) {
+        phx_wenc_u64(&e, o->digest);
+        phx_wenc_u32(&e, o->nl);
+    }
+    for (uint32_t i = 0; i < o->nl; i++)
+        phx_wenc_u32(&e, (uint32_t)o->list[i]);
     return (size_t)phx_wenc_end(&e);
 }
 
@@ -629,28 +679,61 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void send_hops(phx_ft_hb_t *hb, int nh, int origin, uint32_t seq, int dead,
-                      const int *dl, uint32_t nd)
+static void send_copy(phx_ft_hb_t *hb, const struct bc_out *o, const phx_ft_bcast_hop_t *h)
 {
-    for (int i = 0; i < nh; i++) {
-        const phx_ft_bcast_hop_t *h = &hb->hops[i];
-        /* A rank we know dead can neither relay nor needs the news; skipping
-         * it is the same as sending into a crashed peer. */
-        if (is_dead(hb, h->dst))
-            continue;
-        size_t len = encode_bcast(hb, origin, seq, dead, h->cube, h->tree, dl, nd);
-        send_msg(hb, h->dst, PHX_FT_HB_BCASTMSG, hb->buf, len);
+    size_t len = encode_bcast(hb, o, h->cube, h->tree);
+    send_msg(hb, h->dst, PHX_FT_HB_BCASTMSG, hb->buf, len);
+}
+
+/* A compact copy's topology holds every rank, dead ones included: the copy
+ * a known-dead child x would have relayed goes to x's children instead,
+ * recursively, so the tree's paths stay the same paths less their dead
+ * nodes (still node-disjoint). Each rank is stacked at most once per call. */
+static void pass_dead(phx_ft_hb_t *hb, const struct bc_out *o, int x, unsigned cube, unsigned tree)
+{
+    uint32_t *stk = hb->sh->stk;
+    size_t sp = 0;
+    stk[sp++] = (uint32_t)x;
+    while (sp) {
+        int y = (int)stk[--sp];
+        hb->st.bcast_bypass++;
+        phx_ft_bcast_hop_t loc[32];
+        int m = phx_ft_bcast_forward(hb->topo, y, cube, tree, loc, 32);
+        for (int j = 0; j < m && j < 32; j++) {
+            if (is_dead(hb, loc[j].dst))
+                stk[sp++] = (uint32_t)loc[j].dst;
+            else
+                send_copy(hb, o, &loc[j]);
+        }
     }
 }
 
-/* BCASTMSG(dead, self, D): topology from our current D, frozen in the message. */
+static void send_hops(phx_ft_hb_t *hb, int nh, const struct bc_out *o)
+{
+    for (int i = 0; i < nh; i++) {
+        const phx_ft_bcast_hop_t *h = &hb->hops[i];
+        if (!is_dead(hb, h->dst))
+            send_copy(hb, o, h);
+        else if (o->flags & BC_COMPACT)
+            pass_dead(hb, o, h->dst, h->cube, h->tree);
+        /* Else the origin's topology has a member we know dead: it can
+         * neither relay nor needs the news; skipping it is the same as
+         * sending into a crashed peer. */
+    }
+}
+
+/* BCASTMSG(dead, self, D): topology from our current D, frozen in the
+ * message; past list_max the compact form (topology of all ranks). */
 static void start_bcast(phx_ft_hb_t *hb, int dead)
 {
-    uint32_t nd = (uint32_t)hb->ndead;
-    memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
-    qsort(hb->own, nd, sizeof(int), cmp_int);
+    uint32_t nd = (uint32_t)hb->ndead, nl = nd;
+    int compact = hb->list_max < 0 || nd > (uint32_t)hb->list_max;
+    if (compact)
+        nl = nd < TAIL_MAX ? nd : TAIL_MAX;
+    memcpy(hb->own, hb->dead_list + (nd - nl), sizeof(int) * nl);
+    qsort(hb->own, nl, sizeof(int), cmp_int);
     uint32_t seq = ++hb->bseq;
-    int rc = topo_for(hb, hb->me, nd, hb->own);
+    int rc = compact ? topo_for(hb, hb->me, 0, NULL) : topo_for(hb, hb->me, nd, hb->own);
     if (rc < 0) {
         /* Only ENOMEM gets here. D is already updated locally but the others
          * will not hear of this death from us: say it loudly. */
@@ -658,9 +741,11 @@ static void start_bcast(phx_ft_hb_t *hb, int dead)
         return;
     }
     hb->st.bcast_started++;
+    hb->st.bcast_compact += (uint64_t)compact;
     seen_add(hb, hb->me, seq);
+    struct bc_out o = { hb->me, dead, seq, compact ? BC_COMPACT : 0, nd, hb->digest, hb->own, nl };
     int nh = phx_ft_bcast_start(hb->topo, hb->hops, hb->hops_cap);
-    send_hops(hb, nh, hb->me, seq, dead, hb->own, nd);
+    send_hops(hb, nh, &o);
 }
 
 /* T3 (and the same decision for a rank that came back with a new
@@ -754,14 +839,15 @@ int phx_ft_hb_in_doubt(const phx_ft_hb_t *hb, uint64_t now)
  * invisible). */
 static int bcast_check(phx_ft_hb_t *hb, const struct wire *w, int *me_dead)
 {
-    for (uint32_t i = 0; i < w->ndead; i++)
+    for (uint32_t i = 0; i < w->nlist; i++)
         hb->tmp[i] = (int)phx_get_le32(w->list + 4 * i);
-    *me_dead = bsearch(&hb->me, hb->tmp, w->ndead, sizeof(int), cmp_int) != NULL;
+    *me_dead = bsearch(&hb->me, hb->tmp, w->nlist, sizeof(int), cmp_int) != NULL;
     if (*me_dead)
         return 0;
     if (w->origin == hb->me)
         return PHX_EPROTO;   /* our own broadcasts never come back */
-    int rc = topo_for(hb, w->origin, w->ndead, hb->tmp);
+    int rc = (w->bflags & BC_COMPACT) ? topo_for(hb, w->origin, 0, NULL)
+                                      : topo_for(hb, w->origin, w->ndead, hb->tmp);
     if (rc < 0)
         return rc == PHX_EINVAL ? PHX_EPROTO : rc;
     if (phx_ft_bcast_forward(hb->topo, hb->me, w->cube, w->tree, NULL, 0) < 0)
@@ -777,10 +863,11 @@ static int bcast_check(phx_ft_hb_t *hb, const struct wire *w, int *me_dead)
 static void send_dset(phx_ft_hb_t *hb, int dst, unsigned flags)
 {
     uint32_t nd = (uint32_t)hb->ndead;
-    memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
+    if (nd)   /* dead_list is NULL until the first death */
+        memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
     qsort(hb->own, nd, sizeof(int), cmp_int);
     phx_wenc_t e;
-    phx_wenc_init(&e, hb->buf, BC_FIXED + 4 * (size_t)hb->n);
+    phx_wenc_init(&e, hb->buf, BC_FIXED + BC_COMPACT_EXTRA + 4 * (size_t)hb->n);
     put_hdr(hb, &e, PHX_FT_HB_DSET);
     phx_wenc_u8(&e, (uint8_t)flags);
     phx_wenc_u8(&e, 0);
@@ -820,10 +907,24 @@ static int on_bcast(phx_ft_hb_t *hb, const struct wire *w, uint64_t now)
      * earlier broadcast of a cascade catch up. */
     int before = hb->ndead;
     add_dead(hb, w->dead, now);   /* first: it is the news of this broadcast */
-    if (!merge_list(hb, w->list, w->ndead, now) && hb->ndead != before)
+    if (!merge_list(hb, w->list, w->nlist, now) && hb->ndead != before)
         repair(hb, now);
     int nh = phx_ft_bcast_forward(hb->topo, hb->me, w->cube, w->tree, hb->hops, hb->hops_cap);
-    send_hops(hb, nh, w->origin, w->seq, w->dead, hb->tmp, w->ndead);
+    struct bc_out o = { w->origin, w->dead, w->seq, w->bflags, w->ndead, w->digest, hb->tmp,
+                        w->nlist };
+    send_hops(hb, nh, &o);
+    /* A compact copy's |D| and digest say whether we know less than its
+     * origin did (the tail covers only its latest news): then the sender,
+     * which merged at least the tail and usually knows more, gets our D
+     * with "reply wanted" and answers with its own if it knew more. Once
+     * per broadcast; heartbeat digests still repair whatever is left. */
+    if ((w->bflags & BC_COMPACT) && !s->pulled &&
+        ((uint32_t)hb->ndead < w->ndead ||
+         ((uint32_t)hb->ndead == w->ndead && hb->digest != w->digest))) {
+        s->pulled = 1;
+        hb->st.bcast_pull++;
+        send_dset(hb, w->sender, DSET_REPLY);
+    }
     return 0;
 }
 

@@ -100,6 +100,14 @@ typedef struct phx_ft_hb_cfg {
      * below this is a late thread: the emitter's deadline may move by up
      * to delta past its nominal value, no further. 0: delta/2. */
     uint64_t stall_slack_ns;
+    /* A broadcast whose origin knows at most this many dead ranks carries
+     * its whole D and skips them (the seed's topology); past it, the copy is
+     * compact: |D|, D's digest and the origin's latest additions, over the
+     * topology of all ranks, each relay passing a child it knows dead on to
+     * that child's children (README, "Compact broadcast"). Bytes per copy
+     * stay bounded, so n/2 failures no longer move O(n^3) bytes.
+     * 0: 64; negative: always compact. Same value on every node. */
+    int bcast_list_max;
 } phx_ft_hb_cfg_t;
 
 typedef struct phx_ft_hb_stats {
@@ -114,6 +122,9 @@ typedef struct phx_ft_hb_stats {
     uint64_t late;            /* gaps past 2 eta (late thread): bounded extension */
     uint64_t dset_merged;     /* DSETs that added to D (repairs past the broadcast) */
     uint64_t hints;           /* suspect() calls that shortened the timer */
+    uint64_t bcast_compact;   /* compact broadcasts started (origin knew > bcast_list_max) */
+    uint64_t bcast_bypass;    /* known-dead children a compact copy was passed beyond */
+    uint64_t bcast_pull;      /* compact copies whose |D| or digest showed us behind: DSET sent */
 } phx_ft_hb_stats_t;
 
 typedef struct phx_ft_hb phx_ft_hb_t;

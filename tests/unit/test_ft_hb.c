@@ -542,6 +542,117 @@ static void test_dset_exchange(void **state)
     phx_ft_hb_destroy(hb);
 }
 
+/* Compact broadcast (issue 15): past bcast_list_max a copy carries |D|,
+ * D's digest and the origin's latest TAIL additions, over the topology of
+ * all ranks; a relay passes each child it knows dead on to that child's
+ * children. n = 64, 36 ranks dead and known to all (far past the k - 1 = 5
+ * a member list without them would tolerate unknown): every live rank gets
+ * each of the k trees' copies exactly once and nothing goes to a dead rank.
+ * One relay misses an old death the tail does not carry: its |D| shows it
+ * behind, it asks its sender once (DSET, reply wanted) and catches up. */
+#define CN 64
+struct cmsg { int src, dst; unsigned type; size_t len; uint8_t buf[512]; };
+
+static void test_compact_bcast(void **state)
+{
+    (void)state;
+    const int n = CN, k = 6;
+    struct cap *c = calloc(CN, sizeof(*c));
+    phx_ft_hb_t *hb[CN] = { 0 };
+    uint8_t dead[CN] = { 0 };
+    int K[CN], nk = 0;
+    for (int r = 1; r < n; r++)
+        if ((r * 7) % n < 37 && r != 9 && nk < 36) {
+            dead[r] = 1;
+            K[nk++] = r;
+        }
+    assert_int_equal(nk, 36);
+    int behind = n - 1;
+    while (dead[behind] || behind == 9)
+        behind--;
+    uint8_t m[512];
+    for (int r = 0; r < n; r++) {
+        if (dead[r])
+            continue;
+        phx_ft_hb_cfg_t cfg = { .nranks = n, .rank = r, .incarnation = 0, .delta_ns = DELTA,
+                                .bcast_list_max = -1 };
+        phx_ft_hb_env_t env = { .ctx = &c[r], .send = cap_send, .on_dead = cap_dead,
+                                .on_fenced = cap_fenced };
+        assert_int_equal(phx_ft_hb_create(&cfg, &env, &hb[r]), 0);
+        int from = r ? 0 : 9;   /* live, not us */
+        size_t len = r == behind ? enc_dset(m, from, n, 0, K + 1, nk - 1)   /* misses K[0] */
+                                 : enc_dset(m, from, n, 0, K, nk);
+        assert_int_equal(phx_ft_hb_on_msg(hb[r], from, PHX_FT_HB_DSET, m, len, 1), 0);
+        c[r].ns = 0;
+    }
+    /* Rank 9 comes back with a new incarnation: rank 0 declares it and
+     * starts the broadcast (|D| = 37 > TAIL: compact, the tail lacks K[0]). */
+    size_t len = enc_beat(m, 9, 1, n, K, nk);
+    assert_int_equal(phx_ft_hb_on_msg(hb[0], 9, PHX_FT_HB_HEARTBEAT, m, len, 2), 0);
+    len = enc_beat(m, 9, 2, n, K, nk);
+    assert_int_equal(phx_ft_hb_on_msg(hb[0], 9, PHX_FT_HB_HEARTBEAT, m, len, 3), 0);
+    dead[9] = 1;
+    phx_ft_hb_stats_t st;
+    phx_ft_hb_get_stats(hb[0], &st);
+    assert_int_equal(st.bcast_compact, 1);
+    /* Deliver BCASTMSG and DSET among the living, FIFO. */
+    size_t qcap = 4096, qh = 0, qt = 0;
+    struct cmsg *q = calloc(qcap, sizeof(*q));
+    int got[CN][8] = { { 0 } }, to_dead = 0, pulls = 0;
+    for (int i = 0; i < c[0].ns; i++) {   /* rank 0's output first */
+        struct sent *x = &c[0].s[i];
+        if (x->type == PHX_FT_HB_BCASTMSG || x->type == PHX_FT_HB_DSET) {
+            q[qt] = (struct cmsg){ 0, x->dst, x->type, x->len, { 0 } };
+            memcpy(q[qt++].buf, x->buf, x->len);
+        }
+    }
+    c[0].ns = 0;
+    while (qh < qt) {
+        struct cmsg *e = &q[qh++];
+        if (dead[e->dst]) {
+            to_dead += e->type == PHX_FT_HB_BCASTMSG;
+            continue;
+        }
+        if (e->type == PHX_FT_HB_BCASTMSG) {
+            assert_int_equal(e->buf[30] | e->buf[31] << 8, 1);   /* compact flag (LE u16) */
+            got[e->dst][e->buf[28] * k + e->buf[29]]++;
+        } else if (e->buf[16] & 1) {
+            pulls++;
+            assert_int_equal(e->src, behind);
+        }
+        assert_int_equal(phx_ft_hb_on_msg(hb[e->dst], e->src, e->type, e->buf, e->len, 4), 0);
+        struct cap *o = &c[e->dst];
+        for (int i = 0; i < o->ns; i++) {
+            struct sent *x = &o->s[i];
+            if (x->type != PHX_FT_HB_BCASTMSG && x->type != PHX_FT_HB_DSET)
+                continue;
+            assert_true(qt < qcap);
+            q[qt] = (struct cmsg){ e->dst, x->dst, x->type, x->len, { 0 } };
+            memcpy(q[qt++].buf, x->buf, x->len);
+        }
+        o->ns = 0;
+    }
+    assert_int_equal(to_dead, 0);
+    assert_int_equal(pulls, 1);
+    uint64_t bypass = 0;
+    for (int r = 0; r < n; r++) {
+        if (dead[r])
+            continue;
+        phx_ft_hb_get_stats(hb[r], &st);
+        bypass += st.bcast_bypass;
+        assert_int_equal(phx_ft_hb_dead_count(hb[r]), nk + 1);
+        assert_true(phx_ft_hb_is_dead(hb[r], 9) && phx_ft_hb_is_dead(hb[r], K[0]));
+        for (int t = 0; r && t < k; t++)
+            assert_int_equal(got[r][t], 1);
+        assert_int_equal(st.bcast_pull, r == behind);
+    }
+    for (int r = 0; r < n; r++)
+        phx_ft_hb_destroy(hb[r]);   /* rank 9's too (NULL: never created) */
+    assert_true(bypass > 0);
+    free(q);
+    free(c);
+}
+
 /* Stalls (issue 9, item 5). T3 declares on a confirmation tick, so a
  * heartbeat that arrived while we were late re-arms instead. A late thread
  * (gap past 2 eta, below the stall slack) moves the deadline by at most
@@ -983,6 +1094,9 @@ static void sim_fenced(void *ctx)
     nd->fenced_at = nd->sim->now;
 }
 
+/* cfg.bcast_list_max of sim_new's nodes (0: the default). */
+static int sim_list_max;
+
 static struct sim *sim_new(int n, uint64_t tau, uint64_t seed, const uint32_t *hosts)
 {
     struct sim *s = calloc(1, sizeof(*s));
@@ -1004,7 +1118,7 @@ static struct sim *sim_new(int n, uint64_t tau, uint64_t seed, const uint32_t *h
         nd->sim = s;
         nd->rank = r;
         phx_ft_hb_cfg_t cfg = { .nranks = n, .rank = r, .incarnation = 1, .ring = s->ring,
-                                .delta_ns = DELTA };
+                                .delta_ns = DELTA, .bcast_list_max = sim_list_max };
         phx_ft_hb_env_t env = { .ctx = nd, .send = sim_send, .on_dead = sim_dead,
                                 .on_fenced = sim_fenced };
         assert_int_equal(phx_ft_hb_create(&cfg, &env, &nd->hb), 0);
@@ -1408,10 +1522,12 @@ static void test_sim_random_soak(void **state)
  * identity ring and on the host-jumping ring of 2 hosts x 4, crashed
  * (0) all at once, (1) one first and the rest while its death is being
  * broadcast, (2) at seeded random times within 3 delta. Every survivor ends
- * with D == the failure set, learned once, and the live ring. */
-static void test_sim_exhaustive_n8(void **state)
+ * with D == the failure set, learned once, and the live ring. Run with
+ * the whole D in every broadcast (the default at this size) and with
+ * compact broadcasts only (issue 15). */
+static void exhaustive_n8(int list_max)
 {
-    (void)state;
+    sim_list_max = list_max;
     const int n = 8;
     const uint64_t tau = DELTA / 20;
     uint32_t two_hosts[8];
@@ -1449,8 +1565,16 @@ static void test_sim_exhaustive_n8(void **state)
             }
         }
     }
-    printf("hb sim: exhaustive n=8: %ld runs (%ld past the broadcast's bound), all survivors "
-           "agree\n", runs, past_bound);
+    printf("hb sim: exhaustive n=8%s: %ld runs (%ld past the broadcast's bound), all survivors "
+           "agree\n", list_max < 0 ? ", compact broadcasts" : "", runs, past_bound);
+    sim_list_max = 0;
+}
+
+static void test_sim_exhaustive_n8(void **state)
+{
+    (void)state;
+    exhaustive_n8(0);
+    exhaustive_n8(-1);
 }
 
 int main(void)
@@ -1467,6 +1591,7 @@ int main(void)
         cmocka_unit_test(test_suspect_hint),
         cmocka_unit_test(test_suspect_gone),
         cmocka_unit_test(test_dset_exchange),
+        cmocka_unit_test(test_compact_bcast),
         cmocka_unit_test(test_stall_and_jitter),
         cmocka_unit_test(test_malformed_fuzz),
         cmocka_unit_test(test_ring_order),

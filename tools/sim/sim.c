@@ -31,6 +31,7 @@
 
 #include "core/common/phx_err.h"
 #include "core/common/phx_log.h"
+#include "ft/ckpt/ckpt.h"
 #include "ft/era/era.h"
 #include "ft/era/group.h"
 #include "ft/hb/bcast.h"
@@ -45,7 +46,11 @@
 
 #define EV_BCASTMSG 100   /* crash-point kind: BCASTMSG copies sent (a subset of EV_HB) */
 
-enum kind { EV_HB, EV_ERA, EV_TDC, EV_APP, EV_TIMER, EV_CRASH, EV_HINT, EV_ERA_START, EV_BC, EV_WAKE, EV_NKIND };
+enum kind { EV_HB, EV_ERA, EV_TDC, EV_APP, EV_TIMER, EV_CRASH, EV_HINT, EV_ERA_START, EV_BC, EV_WAKE,
+            EV_CR, EV_NKIND };
+/* recovery=cr messages (core/ckpt.c), in the tag's low byte; round above */
+enum { CR_STATE, CR_DECIDE, CR_XFER, CR_DONE, CR_GO };
+#define CR_SLICES 32   /* PHX_LOC_SLICES (core/node.h) */
 enum lat_dist { LAT_CONST, LAT_UNIFORM, LAT_EXP };
 
 typedef struct ev {
@@ -80,6 +85,17 @@ typedef struct node {
     uint64_t era_decided_at;
     int era_ndecided;
     uint64_t era_value;
+    /* recovery=cr */
+    int cr_ndead, cr_coord;      /* round = dead count; lowest rank alive in our view */
+    int cr_decided;              /* round of the DECIDE we act on, -1: none */
+    int cr_xfer_got, cr_done_sent;
+    uint64_t tx_free, rx_free;   /* NIC: when its send / receive side is free */
+    uint64_t hold;               /* comm thread held (restoring) until: timers wait too */
+    phx_ck_round_t *cr_round;    /* coordinators only: the real report table */
+    uint8_t *cr_flags;           /* coordinators only: our dead set as n flags */
+    int cr_round_of;             /* decided round (coordinator), -1: none */
+    int cr_ndone;
+    uint64_t cr_go_at;
 } node_t;
 
 typedef struct crash_on { int rank, kind; uint32_t k; } crash_on_t;
@@ -89,9 +105,11 @@ typedef struct cfg {
     uint64_t seed, until;
     uint64_t lat, jitter, cost, send_cost, skew;
     int dist, fifo, drift_ppm;
-    int hb, reset, host_size;
+    int cr;                  /* model recovery=cr after each failure */
+    double state_mb, bw_gbps, restore_gbps;
+    int hb, reset, host_size, bcast_list_max;
     uint64_t delta, eta;
-    int era_k;
+    int era_k, era_shrink;   /* era_shrink: each operation is a shrink of the world */
     uint64_t era_at;
     const phx_td_ops_t *td;
     int td_hops, td_ring;   /* td_ring: hop to rank+1 (apps/tdk ring), else uniform */
@@ -128,12 +146,18 @@ typedef struct sim {
     uint64_t t_first_crash;
     /* counters */
     uint64_t msgs[EV_NKIND], dropped, events;
-    uint64_t hb_sent[PHX_FT_HB_NTYPES];
+    uint64_t hb_sent[PHX_FT_HB_NTYPES], hb_bytes;
     int era_depth;             /* rounds: longest causal chain at any decision */
+    int shrunk_size;           /* members of the last group a shrink made */
     /* TD */
     uint64_t app_inflight, td_ctrl, td_last_task, td_last_declare;
     int td_active_nodes, td_declared, td_premature, td_fatal, td_hops_done;
     int era_split;             /* a node decided two values */
+    /* recovery=cr: buddies and relocation table of the epoch, per decision */
+    int *cr_buddy, *cr_loc0, *cr_loc, *cr_expect;
+    uint8_t *cr_scratch;
+    uint64_t cr_bytes, cr_msgs, cr_marks, cr_decide_at, cr_last_done, cr_lost;
+    int cr_rounds;
     /* broadcast-only mode */
     phx_ft_bcast_t *bc;
     uint8_t *bc_dead, *bc_got;
@@ -364,6 +388,7 @@ static void cb_hb_send(void *ctx, int dst, unsigned type, const void *buf, size_
 {
     int src = (int)(intptr_t)ctx;
     S.hb_sent[type]++;
+    S.hb_bytes += len;
     net_send(src, dst, EV_HB, type, buf, len, 0);
     if (type == PHX_FT_HB_BCASTMSG)
         crash_point(src, EV_BCASTMSG, ++S.nd[src].sent_bcast);
@@ -381,6 +406,247 @@ static void cb_hb_dead(void *ctx, int rank, uint64_t now)
 
 static void cb_hb_fenced(void *ctx) { S.nd[(int)(intptr_t)ctx].fenced = 1; }
 
+/* ---- recovery=cr (core/ckpt.c over ft/ckpt) -------------------------------
+ * The message pattern of core/ckpt.c's recovery, with ft/ckpt's real
+ * decisions (round table, buddies, relocation): every survivor sends
+ * STATE(epoch, dead set as n flags) to the coordinator (lowest live rank);
+ * once everyone reported its set it decides and sends DECIDE (epoch, n
+ * flags) to all; each node sends a rollback MARK on every link (counted and
+ * charged as CPU and NIC time, not simulated one by one: nothing waits for
+ * them), restores its own state, and a dead node's buddy ships each of the
+ * dead node's 32 slices to the host the relocation table names; a node
+ * whose own restore and incoming slices are done sends DONE; GO to all once
+ * every survivor is done. Bulk bytes go through a per-node NIC (send and
+ * receive side, --bw-gbps), restoring costs CPU (--restore-gbps). */
+
+static uint64_t bytes_ns(double bytes, double gbps) { return (uint64_t)(bytes * 8.0 / gbps); }
+
+/* A cr message of `len` wire bytes: both NICs serialise it. */
+static void cr_send(int src, int dst, int type, int round, const void *buf, size_t len, uint64_t wire)
+{
+    node_t *x = &S.nd[src], *y = &S.nd[dst];
+    if (x->crashed)
+        return;
+    uint64_t t = S.now > x->busy ? S.now : x->busy;
+    if (src == dst) {   /* ctl() to ourselves: no wire */
+        ev_t e = { .t = t, .kind = EV_CR, .src = src, .dst = dst,
+                   .tag = (uint32_t)type | (uint32_t)round << 8, .len = (uint32_t)len };
+        if (len && !(e.buf = malloc(len)))
+            die("out of memory", PHX_ENOMEM);
+        if (len)
+            memcpy(e.buf, buf, len);
+        push(e);
+        return;
+    }
+    if (x->tx_free > t)
+        t = x->tx_free;
+    x->tx_free = t + bytes_ns((double)wire, S.c.bw_gbps);
+    uint64_t arr = x->tx_free + latency();
+    if (y->rx_free > arr - bytes_ns((double)wire, S.c.bw_gbps))
+        arr = y->rx_free + bytes_ns((double)wire, S.c.bw_gbps);
+    y->rx_free = arr;
+    S.cr_bytes += wire;
+    S.cr_msgs++;
+    x->sent[EV_CR]++;
+    S.msgs[EV_CR]++;
+    ev_t e = { .t = arr, .kind = EV_CR, .src = src, .dst = dst,
+               .tag = (uint32_t)type | (uint32_t)round << 8, .len = (uint32_t)len };
+    if (len) {
+        e.buf = malloc(len);
+        if (!e.buf)
+            die("out of memory", PHX_ENOMEM);
+        memcpy(e.buf, buf, len);
+    }
+    push(e);
+}
+
+static void cr_send_state(int r)
+{
+    node_t *x = &S.nd[r];
+    int nd = phx_ft_hb_dead_count(x->hb);
+    int *l = malloc(sizeof(int) * (size_t)(nd ? nd : 1));
+    if (!l)
+        die("out of memory", PHX_ENOMEM);
+    phx_ft_hb_dead_list(x->hb, l, (size_t)nd);
+    /* the sim carries the list; the wire (and NICs) carry 8 + n bytes */
+    cr_send(r, x->cr_coord, CR_STATE, nd, l, sizeof(int) * (size_t)nd, 8 + (uint64_t)S.c.n);
+    free(l);
+}
+
+static void cr_on_failure(int r, int d)
+{
+    node_t *x = &S.nd[r];
+    x->cr_ndead = phx_ft_hb_dead_count(x->hb);
+    x->cr_decided = -1;
+    x->cr_xfer_got = x->cr_done_sent = 0;
+    if (x->cr_flags)
+        x->cr_flags[d] = 1;
+    while (phx_ft_hb_is_dead(x->hb, x->cr_coord))
+        x->cr_coord++;
+    cr_send_state(r);
+}
+
+static void cr_try_done(int r)
+{
+    node_t *x = &S.nd[r];
+    if (x->cr_decided != x->cr_ndead || x->cr_done_sent || x->cr_xfer_got < S.cr_expect[r])
+        return;
+    x->cr_done_sent = 1;
+    cr_send(r, x->cr_coord, CR_DONE, x->cr_ndead, NULL, 0, 16);
+}
+
+/* DECIDE at r: marks on every link, own restore, a buddy's shipping. */
+static void cr_on_decide(int r, int round)
+{
+    node_t *x = &S.nd[r];
+    if (round != x->cr_ndead)
+        return;   /* stale: we know a newer failure */
+    x->cr_decided = round;
+    int n = S.c.n, live = n - x->cr_ndead;
+    S.cr_marks += (uint64_t)(live - 1);
+    x->busy = (S.now > x->busy ? S.now : x->busy) + (uint64_t)(live - 1) * S.c.send_cost;
+    uint64_t t = x->tx_free > S.now ? x->tx_free : S.now;
+    x->tx_free = t + bytes_ns(24.0 * (live - 1), S.c.bw_gbps);   /* header-only frames */
+    double st = S.c.state_mb * 1048576.0, slice = st / CR_SLICES;
+    /* A buddy ships first (the NIC works while the CPU restores), then
+     * every node restores its own state and its share, from memory. */
+    uint64_t restore = bytes_ns(st, S.c.restore_gbps);
+    for (int d = 0; d < n; d++) {
+        if (S.cr_buddy[d] != r || !phx_ft_hb_is_dead(x->hb, d))
+            continue;
+        for (int k = 0; k < CR_SLICES; k++) {
+            int h = S.cr_loc[d * CR_SLICES + k];
+            if (h == r)
+                restore += bytes_ns(slice, S.c.restore_gbps);
+            else
+                cr_send(r, h, CR_XFER, round, NULL, 0, (uint64_t)slice);
+        }
+    }
+    x->busy += restore;
+    x->hold = x->busy;   /* core/ckpt.c restores on the communication thread */
+    cr_try_done(r);
+}
+
+/* Coordinator: the real round table decides; the relocation is ft/ckpt's. */
+static void cr_try_decide(int c)
+{
+    node_t *x = &S.nd[c];
+    uint64_t e;
+    if (x->cr_round_of == x->cr_ndead || !phx_ck_round_decide(x->cr_round, x->cr_flags, &e))
+        return;
+    x->cr_round_of = x->cr_ndead;
+    x->cr_ndone = 0;
+    int n = S.c.n, lost = -1, lost_buddy = -1;
+    int rc = phx_ck_relocate(n, n * CR_SLICES, S.cr_loc0, S.cr_buddy, x->cr_flags, S.cr_loc, &lost,
+                             &lost_buddy);
+    if (rc == PHX_EUNRECOVERABLE) {
+        S.cr_lost++;   /* the runtime ends the job (78) or restores from disk */
+        return;
+    }
+    if (rc < 0)
+        die("ckpt relocate", rc);
+    memset(S.cr_expect, 0, sizeof(int) * (size_t)n);
+    for (int d = 0; d < n; d++)
+        if (x->cr_flags[d])
+            for (int k = 0; k < CR_SLICES; k++)
+                if (S.cr_loc[d * CR_SLICES + k] != S.cr_buddy[d])
+                    S.cr_expect[S.cr_loc[d * CR_SLICES + k]]++;
+    S.cr_rounds++;
+    S.cr_decide_at = S.now;
+    for (int y = 0; y < n; y++)
+        if (y != c && !x->cr_flags[y])
+            cr_send(c, y, CR_DECIDE, x->cr_ndead, NULL, 0, 9 + (uint64_t)n);
+    cr_on_decide(c, x->cr_ndead);
+}
+
+static void cr_deliver(int r, const ev_t *e)
+{
+    node_t *x = &S.nd[r];
+    int type = (int)(e->tag & 0xff), round = (int)(e->tag >> 8), n = S.c.n;
+    switch (type) {
+    case CR_STATE:
+        if (!x->cr_round) {
+            x->cr_round = malloc(sizeof *x->cr_round);
+            x->cr_flags = calloc((size_t)n, 1);
+            if (!x->cr_round || !x->cr_flags || phx_ck_round_init(x->cr_round, n) < 0)
+                die("out of memory (cr round table: n*n bytes)", PHX_ENOMEM);
+            int nd = phx_ft_hb_dead_count(x->hb);
+            int *l = malloc(sizeof(int) * (size_t)(nd ? nd : 1));
+            if (!l)
+                die("out of memory", PHX_ENOMEM);
+            phx_ft_hb_dead_list(x->hb, l, (size_t)nd);
+            for (int i = 0; i < nd; i++)
+                x->cr_flags[l[i]] = 1;
+            free(l);
+            /* our own report, as ctl() to ourselves */
+            phx_ck_round_report(x->cr_round, r, x->cr_flags, 1);
+        }
+        memset(S.cr_scratch, 0, (size_t)n);
+        for (int i = 0; i < round; i++)
+            S.cr_scratch[((const int *)e->buf)[i]] = 1;
+        phx_ck_round_report(x->cr_round, e->src, S.cr_scratch, 1);
+        phx_ck_round_report(x->cr_round, r, x->cr_flags, 1);
+        x->busy += bytes_ns((double)n, S.c.restore_gbps);   /* copying n flags */
+        cr_try_decide(r);
+        return;
+    case CR_DECIDE:
+        cr_on_decide(r, round);
+        return;
+    case CR_XFER:
+        if (round != x->cr_ndead)
+            return;
+        x->busy += bytes_ns(S.c.state_mb * 1048576.0 / CR_SLICES, S.c.restore_gbps);
+        x->hold = x->busy;
+        x->cr_xfer_got++;
+        cr_try_done(r);
+        return;
+    case CR_DONE:
+        if (round != x->cr_round_of || round != x->cr_ndead)
+            return;
+        if (++x->cr_ndone == n - round - 1) {
+            S.cr_last_done = S.now;
+            for (int y = 0; y < n; y++)
+                if (y != r && !x->cr_flags[y])
+                    cr_send(r, y, CR_GO, round, NULL, 0, 16);
+            x->cr_go_at = S.now;
+            if (S.c.stop_early && S.now + 2 * S.c.delta < S.c.until)
+                S.c.until = S.now + 2 * S.c.delta;   /* as after the last notice */
+        }
+        return;
+    case CR_GO:
+        if (round == x->cr_ndead)
+            x->cr_go_at = S.now;
+        return;
+    }
+}
+
+static void cr_setup(const int *ring)
+{
+    int n = S.c.n;
+    S.cr_buddy = malloc(sizeof(int) * (size_t)n);
+    S.cr_loc0 = malloc(sizeof(int) * (size_t)n * CR_SLICES);
+    S.cr_loc = malloc(sizeof(int) * (size_t)n * CR_SLICES);
+    S.cr_expect = calloc((size_t)n, sizeof(int));
+    S.cr_scratch = calloc((size_t)n, 1);
+    uint8_t *none = calloc((size_t)n, 1);
+    if (!S.cr_buddy || !S.cr_loc0 || !S.cr_loc || !S.cr_expect || !S.cr_scratch || !none)
+        die("out of memory", PHX_ENOMEM);
+    /* buddy = next rank on the ring, as the epoch before the loss stored it;
+     * phx_ck_buddy walks the ring per call, so only its first step here */
+    for (int i = 0; i < n; i++)
+        S.cr_buddy[ring[i]] = ring[(i + 1) % n];
+    if (n <= 4096)   /* check the shortcut against the real function */
+        for (int r = 0; r < n; r++)
+            if (phx_ck_buddy(n, ring, none, r) != S.cr_buddy[r])
+                die("ckpt buddy differs", PHX_EINVAL);
+    for (int i = 0; i < n * CR_SLICES; i++)
+        S.cr_loc0[i] = i / CR_SLICES;
+    free(none);
+    for (int r = 0; r < n; r++) {
+        S.nd[r].cr_decided = S.nd[r].cr_round_of = -1;
+    }
+}
+
 /* The notices queued during a detector call, handed on once it returned. */
 static void flush_deaths(void)
 {
@@ -393,7 +659,7 @@ static void flush_deaths(void)
         /* Once every scheduled crash is known everywhere, only 2 delta
          * more are simulated (late fencing, repeated notices). */
         if (++S.notices[d] == (uint32_t)(S.c.n - S.nsched) && ++S.ncomplete == S.nsched &&
-            S.c.stop_early && S.now + 2 * S.c.delta < S.c.until)
+            S.c.stop_early && !S.c.cr && S.now + 2 * S.c.delta < S.c.until)
             S.c.until = S.now + 2 * S.c.delta;
         node_t *x = &S.nd[r];
         if (x->era) {
@@ -403,6 +669,8 @@ static void flush_deaths(void)
         }
         if (x->td && S.c.td->fault_tolerant)
             S.c.td->on_failure(x->td, d);
+        if (S.c.cr)
+            cr_on_failure(r, d);
     }
     S.dqn = 0;
 }
@@ -438,6 +706,18 @@ static void cb_era_decided(void *ctx, uint64_t gid, uint64_t aid, const phx_ft_e
     x->era_value = v->w[0];
     if ((int)x->depth > S.era_depth)
         S.era_depth = (int)x->depth;
+}
+
+/* A shrink's outcome as a value: survivors agree iff id and size agree. */
+static void cb_era_shrunk(void *ctx, uint64_t gid, uint64_t aid, phx_ft_group_t *newg,
+                          const phx_ft_rankset_t *failed, int rc)
+{
+    phx_ft_era_value_t v;
+    if (!newg)
+        die("shrink", rc < 0 ? rc : PHX_ENOMEM);
+    S.shrunk_size = phx_ft_group_size(newg);
+    phx_ft_era_value_u64(&v, phx_ft_group_id(newg) ^ (uint64_t)S.shrunk_size);
+    cb_era_decided(ctx, gid, aid, &v, failed, rc);
 }
 
 /* ---- termination glue (core/node.c) --------------------------------------- */
@@ -584,9 +864,10 @@ static void deliver(ev_t *e)
     case EV_ERA_START: {
         phx_ft_era_value_t v;
         phx_ft_era_value_u64(&v, (uint64_t)e->dst * 2654435761u);
-        int rc = phx_ft_era_start(x->era, x->world, e->tag, &v, PHX_FT_ERA_MIN);
+        int rc = S.c.era_shrink ? phx_ft_ulfm_shrink(x->era, x->world, e->tag)
+                                : phx_ft_era_start(x->era, x->world, e->tag, &v, PHX_FT_ERA_MIN);
         if (rc < 0)
-            die("era start", rc);
+            die(S.c.era_shrink ? "shrink" : "era start", rc);
         return;
     }
     case EV_TDC:
@@ -615,6 +896,9 @@ static void deliver(ev_t *e)
                          NULL, 0, e->depth + 1);
         return;
     }
+    case EV_CR:
+        cr_deliver(e->dst, e);
+        return;
     case EV_APP:
         S.app_inflight--;
         S.inflight_to[e->dst]--;
@@ -679,6 +963,11 @@ static void run(void)
                 x->qtail = NULL;
             }
             drop(&e);
+            continue;
+        }
+        if (e.kind == EV_TIMER && e.t == x->timer_at && x->hold > e.t) {
+            x->timer_at = x->hold;   /* a held thread runs no timer either */
+            push((ev_t){ .t = x->hold, .kind = EV_TIMER, .src = e.src, .dst = e.dst });
             continue;
         }
         if (e.kind == EV_WAKE) {
@@ -763,7 +1052,8 @@ static void setup(void)
         x->drift = S.c.drift_ppm ? (int32_t)rnd_below(2 * (uint64_t)S.c.drift_ppm + 1) - S.c.drift_ppm : 0;
         if (S.c.hb) {
             phx_ft_hb_cfg_t hc = { .nranks = n, .rank = i, .incarnation = 1, .shared = hsh,
-                                   .delta_ns = S.c.delta, .eta_ns = S.c.eta };
+                                   .delta_ns = S.c.delta, .eta_ns = S.c.eta,
+                                   .bcast_list_max = S.c.bcast_list_max };
             phx_ft_hb_env_t he = { .ctx = ctx, .send = cb_hb_send, .on_dead = cb_hb_dead,
                                    .on_fenced = cb_hb_fenced };
             int rc = phx_ft_hb_create(&hc, &he, &x->hb);
@@ -771,7 +1061,8 @@ static void setup(void)
                 die("hb create", rc);
         }
         if (S.c.era_k) {
-            phx_ft_era_env_t ee = { .ctx = ctx, .send = cb_era_send, .decided = cb_era_decided };
+            phx_ft_era_env_t ee = { .ctx = ctx, .send = cb_era_send, .decided = cb_era_decided,
+                                    .shrunk = cb_era_shrunk };
             int rc = phx_ft_era_create(&ee, i, n, &x->era);
             if (rc < 0)
                 die("era create", rc);
@@ -786,6 +1077,11 @@ static void setup(void)
             if (rc < 0)
                 die("td create", rc);
         }
+    }
+    if (S.c.cr) {
+        if (!ring)
+            die("--cr needs the detector (--hb=1)", PHX_EINVAL);
+        cr_setup(ring);
     }
     free(ring);
     phx_ft_hb_shared_release(hsh);   /* the nodes hold their references */
@@ -852,11 +1148,15 @@ static void usage(void)
             "  network: --lat-us=L --jitter-us=J --dist=const|uniform|exp --fifo=0|1\n"
             "           --cost-us=C (per received message) --send-cost-us=C --skew-us=O --drift-ppm=D\n"
             "  detector: --hb=0|1 --delta-ms=D --eta-ms=E --host-size=K --reset=0|1\n"
+            "            --bcast-list-max=L (whole D in a broadcast up to L ranks; 0: 64, <0: never)\n"
             "  failures: --crash=R@MS --crash-random=F@MS --crash-adjacent=F@MS --crash-host=H@MS\n"
             "            --crash-on=R:hb|bcast|era|td:K (after R's K-th message of that protocol,\n"
             "                          or BCASTMSG copy; R = -1: the first rank to get there)\n"
             "            --partition=FRAC@MS:MS (ranks below FRAC*n cut off from the rest)\n"
             "  agreement: --era=K (K agreements, first at --era-at-ms, 10*delta apart)\n"
+            "             --shrink=1 (each one a shrink of the world group)\n"
+            "  recovery:  --cr=1 (recovery=cr after each failure) --state-mb=S (per node, 64)\n"
+            "             --bw-gbps=B (NIC, 10) --restore-gbps=R (deserialising, 8)\n"
             "  termination: --td=NAME --td-hops=K --task-us=W (token of Theorem 1, 001_*; W per hop;\n"
             "               --td-walk=uniform|ring: next hop uniform, or rank+1 as apps/tdk ring)\n"
             "  --check: exit 1 if a property fails; --deadset-check=0 skips the dead-set one\n"
@@ -914,7 +1214,8 @@ static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
     *c = (cfg_t){ .n = 1024, .seed = 1, .until = 0, .lat = 5 * US, .jitter = 0, .cost = 1 * US,
                   .send_cost = 0, .fifo = 1, .hb = 1, .host_size = 1, .delta = 1000 * MS,
                   .era_at = 0, .td_hops = 256, .deadset_check = 1, .part_from = NEVER,
-                  .part_to = NEVER, .bcast_known = -1 };
+                  .part_to = NEVER, .bcast_known = -1, .state_mb = 64, .bw_gbps = 10,
+                  .restore_gbps = 8 };
     uint64_t until = 0;
     for (int i = 1; i < argc; i++) {
         char *a = argv[i], *v = strchr(a, '=');
@@ -940,9 +1241,15 @@ static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
         else if (!strcmp(a, "hb")) c->hb = atoi(v);
         else if (!strcmp(a, "reset")) c->reset = atoi(v);
         else if (!strcmp(a, "host-size")) c->host_size = atoi(v);
+        else if (!strcmp(a, "bcast-list-max")) c->bcast_list_max = atoi(v);
         else if (!strcmp(a, "delta-ms")) c->delta = ms_arg(v);
         else if (!strcmp(a, "eta-ms")) c->eta = ms_arg(v);
         else if (!strcmp(a, "era")) c->era_k = atoi(v);
+        else if (!strcmp(a, "shrink")) c->era_shrink = atoi(v);
+        else if (!strcmp(a, "cr")) c->cr = atoi(v);
+        else if (!strcmp(a, "state-mb")) c->state_mb = strtod(v, NULL);
+        else if (!strcmp(a, "bw-gbps")) c->bw_gbps = strtod(v, NULL);
+        else if (!strcmp(a, "restore-gbps")) c->restore_gbps = strtod(v, NULL);
         else if (!strcmp(a, "era-at-ms")) c->era_at = ms_arg(v);
         else if (!strcmp(a, "td")) {
             if (!(c->td = phx_td_find(v))) {
@@ -1069,6 +1376,10 @@ static void report(long rss0)
     }
     if (era_undecided || S.era_split)
         era_ok = 0;
+    /* The new group holds every survivor and leaves out only crashed ranks
+     * (one that died after the decision stays in it, as in ULFM). */
+    if (S.c.era_shrink && (S.shrunk_size < alive || n - S.shrunk_size > S.ncrashed))
+        era_ok = 0;
     uint64_t era_first_start = S.c.era_at;
     long hwm = rss_kb("VmHWM:");
     printf("{\"n\":%d,\"seed\":%" PRIu64 ",\"events\":%" PRIu64 ",\"sim_ms\":%.3f,"
@@ -1076,22 +1387,58 @@ static void report(long rss0)
            "\"dropped\":%" PRIu64,
            n, S.c.seed, S.events, ms(S.now), (double)(hwm - rss0) * 1024.0 / n, S.ncrashed, fenced,
            alive, S.dropped);
-    if (S.c.hb)
+    if (S.c.hb) {
+        phx_ft_hb_stats_t st, sum = { 0 };
+        for (int i = 0; i < n; i++) {
+            phx_ft_hb_get_stats(S.nd[i].hb, &st);
+            sum.bcast_started += st.bcast_started;
+            sum.bcast_compact += st.bcast_compact;
+            sum.bcast_pull += st.bcast_pull;
+            sum.bcast_bypass += st.bcast_bypass;
+        }
         printf(",\"hb\":{\"heartbeat\":%" PRIu64 ",\"newobserver\":%" PRIu64 ",\"bcast\":%" PRIu64
-               ",\"you_are_dead\":%" PRIu64 ",\"bcast_per_node\":%.3f,\"detect_ms\":%.3f,"
+               ",\"you_are_dead\":%" PRIu64 ",\"dset\":%" PRIu64 ",\"bcast_per_node\":%.3f,"
+               "\"bytes_per_node\":%.0f,\"bcasts\":%" PRIu64 ",\"compact\":%" PRIu64
+               ",\"pull\":%" PRIu64 ",\"bypass\":%" PRIu64 ",\"detect_ms\":%.3f,"
                "\"notify_ms\":%.3f,\"unnotified\":%d,\"deadset_agree\":%d,\"deadset_exact\":%d}",
                S.hb_sent[PHX_FT_HB_HEARTBEAT], S.hb_sent[PHX_FT_HB_NEWOBSERVER],
                S.hb_sent[PHX_FT_HB_BCASTMSG], S.hb_sent[PHX_FT_HB_YOU_ARE_DEAD],
-               (double)S.hb_sent[PHX_FT_HB_BCASTMSG] / n, ms(det), ms(notif), unnotified, dead_ok,
-               dead_exact);
+               S.hb_sent[PHX_FT_HB_DSET], (double)S.hb_sent[PHX_FT_HB_BCASTMSG] / n,
+               (double)S.hb_bytes / n, sum.bcast_started, sum.bcast_compact, sum.bcast_pull,
+               sum.bcast_bypass, ms(det), ms(notif), unnotified, dead_ok, dead_exact);
+    }
     if (S.c.era_k)
         printf(",\"era\":{\"k\":%d,\"msgs\":%" PRIu64 ",\"msgs_per_node\":%.3f,\"latency_us\":%.3f,"
-               "\"depth\":%d,\"undecided\":%d,\"agree\":%d,\"after_notice_us\":%.3f}",
+               "\"depth\":%d,\"undecided\":%d,\"agree\":%d,\"after_notice_us\":%.3f,"
+               "\"shrunk_size\":%d}",
                S.c.era_k, S.msgs[EV_ERA], (double)S.msgs[EV_ERA] / n / S.c.era_k,
                era_last > era_first_start ? (double)(era_last - era_first_start - (uint64_t)(S.c.era_k - 1) * S.c.delta * 10) / US : 0.0,
                S.era_depth, era_undecided, era_ok,
                /* the repair: last decision after the last failure notice */
-               era_last > last_known ? (double)(era_last - last_known) / US : 0.0);
+               era_last > last_known ? (double)(era_last - last_known) / US : 0.0,
+               S.shrunk_size);
+    int cr_unfinished = 0;
+    if (S.c.cr) {
+        uint64_t go = 0;
+        for (int i = 0; i < n; i++) {
+            node_t *x = &S.nd[i];
+            if (x->crashed || x->fenced)
+                continue;
+            if (!x->cr_go_at)
+                cr_unfinished++;
+            else if (x->cr_go_at > go)
+                go = x->cr_go_at;
+        }
+        uint64_t t0 = S.t_first_crash;
+        printf(",\"cr\":{\"state_mb\":%g,\"rounds\":%d,\"lost\":%" PRIu64 ",\"unfinished\":%d,"
+               "\"detect_ms\":%.3f,\"decide_ms\":%.3f,\"done_ms\":%.3f,\"go_ms\":%.3f,"
+               "\"msgs\":%" PRIu64 ",\"marks\":%" PRIu64 ",\"bytes_per_node\":%.0f,"
+               "\"coord_table_mib\":%.1f}",
+               S.c.state_mb, S.cr_rounds, S.cr_lost, cr_unfinished, ms(last_known - t0),
+               S.cr_decide_at ? ms(S.cr_decide_at - t0) : -1.0,
+               S.cr_last_done ? ms(S.cr_last_done - t0) : -1.0, go ? ms(go - t0) : -1.0, S.cr_msgs,
+               S.cr_marks, (double)S.cr_bytes / n, (double)n * n / 1048576.0);
+    }
     if (S.bc) {
         int missed = 0;
         for (int i = 0; i < n; i++)
@@ -1138,6 +1485,11 @@ static void report(long rss0)
     int bad = 0;
     if (S.c.hb && S.c.deadset_check && (!dead_ok || unnotified)) {
         fprintf(stderr, "phx-sim: CHECK dead set differs among survivors (or a crash unnoticed)\n");
+        bad = 1;
+    }
+    if (S.c.cr && (cr_unfinished || S.cr_lost || !S.cr_rounds)) {
+        fprintf(stderr, "phx-sim: CHECK cr: %d survivors did not resume, %" PRIu64 " losses\n",
+                cr_unfinished, S.cr_lost);
         bad = 1;
     }
     if (S.c.era_k && !era_ok) {

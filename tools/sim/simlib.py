@@ -62,7 +62,7 @@ def table(path, header, rows):
     print(text)
 
 
-def plot(path, title, ylabel, series, bounds=(), logy=True):
+def plot(path, title, ylabel, series, bounds=(), logy=True, xlabel="n (simulated nodes)"):
     """series/bounds: list of (label, xs, ys). Bounds are dashed."""
     import matplotlib
     matplotlib.use("Agg")
@@ -75,7 +75,7 @@ def plot(path, title, ylabel, series, bounds=(), logy=True):
     ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
-    ax.set_xlabel("n (simulated nodes)")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)

@@ -8,7 +8,8 @@
 #    also after a partition longer than delta (the ranks declared dead
 #    across the cut are fenced, the rest agree);
 #  - ERA agreement and termination, failure-free and with the root dying
-#    right after it sent its first decision message;
+#    right after it sent its first decision message; shrink at n = 2048;
+#  - recovery=cr: every survivor resumes after a crash (coordinator too);
 #  - no early termination for any detector (fault-tolerant ones with a crash);
 #  - the same arguments give the same output (determinism).
 set -u
@@ -37,11 +38,21 @@ for seed in 1 2 3; do
     for td in 4c edod hcda cda; do
         run --seed=$seed --hb=0 --td=$td --td-hops=200 --task-us=50 --jitter-us=10 --dist=uniform
     done
+    # recovery=cr (ft/ckpt's round table and relocation): every survivor
+    # resumes (GO) after a silent crash; the coordinator dying before it
+    # decides, and right after (a second round)
+    run --seed=$seed --cr=1 --state-mb=16 --crash=$((seed * 7))@3000
+    run --seed=$seed --cr=1 --state-mb=16 --crash=5@3000 --crash=0@3900.5
+    run --seed=$seed --cr=1 --state-mb=16 --crash=5@3000 --crash=0@3902.1
     for td in indep rellazy releager; do
         run --seed=$seed --td=$td --td-hops=200 --task-us=50 --crash=$((seed + 3))@0.2
     done
 done
 N=512 run --seed=1 --crash-random=256@3000 --until-ms=60000
+# shrink past the old 1024-rank limit (issue 15): a rank known dead before,
+# and rank 1 dying right after its first shrink message (its UP); every
+# survivor builds the same group: every survivor, no live rank left out
+N=2048 run --seed=1 --era=1 --shrink=1 --era-at-ms=3000 --crash=5@1000 --crash-on=1:era:1
 if [ "${SIM_DEADSET_BEYOND:-0}" = 1 ]; then
     run --seed=1 --crash-random=$((N / 2))@3000 --until-ms=60000
 fi

@@ -16,14 +16,17 @@ def scale_table():
     for p in glob.glob(os.path.join(HERE, "results", "*.json")):
         d = json.load(open(p))
         o, args = d["out"], d["args"]
-        if "td" in o:
+        if "cr" in o:
+            kind = "cr (hb + recovery)"
+        elif "td" in o:
             kind = "td " + o["td"]["name"]
         elif "bcast_only" in o:
             kind = "bcast.c only"
         elif "era" in o:
             kind = "era" + (" + hb" if "hb" in o else "")
         else:
-            kind = "hb, %d crashed" % o["crashed"] if o["crashed"] <= 1 else "hb, f > 1"
+            kind = ("hb, %d crashed" % o["crashed"] if o["crashed"] <= 1 else
+                    "hb, n/2 crashed" if 2 * o["crashed"] >= o["n"] else "hb, f > 1")
         if kind not in best or (o["n"], d["wall_s"]) > (best[kind][0]["n"], best[kind][1]):
             best[kind] = (o, d["wall_s"], args)
     rows = ["| driver | largest n | events | wall s (2 loaded cores) | KiB per node |",
