@@ -37,6 +37,7 @@
 #include "core/node.h"
 #include "core/recovery.h"
 #include "ft/ckpt/ckpt.h"
+#include "ft/ckpt/member.h"
 #include "ft/hb/ring.h"
 #include "phx_err.h"
 #include "phx_log.h"
@@ -1093,6 +1094,16 @@ static int moves_to(const cr_t *c, const int *loc_e, const int *loc, int x, int 
     return 0;
 }
 
+/* The table after the losses in c->dead, by restart-on (spare: a spare
+ * stands in for each lost rank while spares last). */
+static int relocate(cr_t *c, const phx_ck_copy_t *slot, int *loc, int *lost, int *lost_buddy)
+{
+    if (c->n->cfg.spares && !strcmp(c->n->cfg.restart_on, "spare"))
+        return phx_ck_relocate_spare(c->size, c->nloc, slot->loc, slot->buddy, c->dead, c->n->app_size, PHX_LOC_SLICES, loc, lost,
+                                     lost_buddy, NULL);
+    return phx_ck_relocate(c->size, c->nloc, slot->loc, slot->buddy, c->dead, loc, lost, lost_buddy);
+}
+
 /* Restores this node's copy and, as a buddy, its share of each dead node's
  * copy, which it ships to the other new hosts of that node's slices. */
 static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
@@ -1140,7 +1151,7 @@ static void do_rollback(cr_t *c)
         fatal(c, 1, "%s", "out of memory in recovery");
         return;
     }
-    int rc = phx_ck_relocate(c->size, c->nloc, slot->loc, slot->buddy, c->dead, loc, &lost, &lost_buddy);
+    int rc = relocate(c, slot, loc, &lost, &lost_buddy);
     if (rc == PHX_EUNRECOVERABLE) {
         free(loc);
         return;   /* the coordinator reports it and ends the job */
@@ -1224,7 +1235,7 @@ static void rb_try_decide(cr_t *c)
     int lost = -1, lost_buddy = -1;
     int *loc = malloc((size_t)c->nloc * sizeof *loc);
     int bad = !e || !slot || !loc, disk = 0;
-    if (!bad && phx_ck_relocate(c->size, c->nloc, slot->loc, slot->buddy, c->dead, loc, &lost, &lost_buddy))
+    if (!bad && relocate(c, slot, loc, &lost, &lost_buddy))
         bad = 2;
     free(loc);
     phx_ckd_manifest_t m;
@@ -1440,8 +1451,12 @@ static int cr_configure(phx_node_t *n)
         fprintf(stderr, "phalanx: recovery=cr needs fault tolerance (--phx-ft=1)\n");
         return PHX_EINVAL;
     }
-    if (strcmp(n->cfg.restart_on, "survivors") != 0) {
-        fprintf(stderr, "phalanx: restart-on=%s is not implemented yet (use survivors)\n", n->cfg.restart_on);
+    if (!strcmp(n->cfg.restart_on, "spare") && !n->cfg.spares) {
+        fprintf(stderr, "phalanx: restart-on=spare needs spare nodes (phx run --spares K)\n");
+        return PHX_EINVAL;
+    }
+    if (strcmp(n->cfg.restart_on, "survivors") && strcmp(n->cfg.restart_on, "spare")) {
+        fprintf(stderr, "phalanx: restart-on=%s is not implemented (use survivors or spare)\n", n->cfg.restart_on);
         return PHX_EINVAL;
     }
     /* The termination detectors' counters cannot be rolled back (yet): a

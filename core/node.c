@@ -797,6 +797,12 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     }
     n->rank = n->cfg.rank;
     n->size = n->cfg.size;
+    if (n->cfg.spares >= n->size) {
+        fprintf(stderr, "phalanx: spares=%d leaves no node for the program (size %d)\n", n->cfg.spares, n->size);
+        return 2;
+    }
+    /* Spares are the last ranks: the program never places work there. */
+    n->app_size = n->size - n->cfg.spares;
     n->main_type = main_type;
     n->main_arg = arg;
     n->main_len = len;
@@ -1092,7 +1098,7 @@ int phx_send(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len)
 phx_tid_t phx_spawn_on(phx_ctx_t *c, int type, int node, const void *arg, size_t len)
 {
     phx_node_t *n = c->w->node;
-    if (type < 0 || type >= phx_ntypes || node < 0 || node >= n->size || (len && !arg))
+    if (type < 0 || type >= phx_ntypes || node < 0 || node >= n->app_size || (len && !arg))
         return PHX_TID_NONE;
     phx_msg_t *m = phx_msg_alloc(len);
     if (!m)
@@ -1116,7 +1122,7 @@ phx_tid_t phx_spawn(phx_ctx_t *c, int type, const void *arg, size_t len)
     /* Spread by a hash of (creator, sequence): deterministic, no lookups. */
     uint64_t h = ((uint64_t)n->rank << 32 | atomic_load_explicit(&n->next_seq, memory_order_relaxed))
                  * 0x9e3779b97f4a7c15ULL;
-    return phx_spawn_on(c, type, (int)((h >> 33) % (uint64_t)n->size), arg, len);
+    return phx_spawn_on(c, type, (int)((h >> 33) % (uint64_t)n->app_size), arg, len);
 }
 
 void phx_exit(phx_ctx_t *c, int code)
@@ -1133,7 +1139,7 @@ void phx_exit(phx_ctx_t *c, int code)
 void phx_task_done(phx_ctx_t *c) { c->done = 1; }
 phx_tid_t phx_self(const phx_ctx_t *c) { return c->task ? c->task->id : PHX_TID_NONE; }
 int phx_rank(const phx_ctx_t *c) { return c->w->node->rank; }
-int phx_size(const phx_ctx_t *c) { return c->w->node->size; }
+int phx_size(const phx_ctx_t *c) { return c->w->node->app_size; }
 int phx_worker(const phx_ctx_t *c) { return c->w->id; }
 
 void phx_get_stats(phx_ctx_t *c, phx_stats_t *s)
