@@ -448,6 +448,11 @@ static int on_link_failed(void *ctx, int peer)
     return 0;
 }
 
+static void on_peer_up(void *ctx, int peer, uint32_t inc)
+{
+    phx_recovery_on_peer_up(ctx, peer, inc);
+}
+
 static void on_fatal(void *ctx, int code, const char *why)
 {
     phx_node_t *n = ctx;
@@ -495,6 +500,8 @@ static void on_all_up(void *ctx)
     }
     PHX_INFO("node", "all %d peers connected", n->size - 1);
     n->all_up = 1;
+    if (phx_recovery_rejoining(n))
+        return;   /* the job runs already: the recovery round takes us in */
     phx_ft_start(n);
     if (n->rank != 0) {
         phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = PHX_CTRL_READY, .src = (uint64_t)n->rank };
@@ -903,7 +910,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
 
     phx_net_cb_t cb = { .ctx = n, .on_frame = on_frame, .on_peer_down = on_peer_down,
                         .on_all_up = on_all_up, .on_drain = on_drain, .on_read_end = on_read_end, .on_fatal = on_fatal,
-                        .on_link_failed = on_link_failed };
+                        .on_link_failed = on_link_failed, .on_peer_up = on_peer_up };
     const char *step = "cannot watch for the launcher";
     n->starting = 1;
     rc = lifeline_open(n);

@@ -83,6 +83,17 @@ int phx_recovery_on_failure(phx_node_t *n, int rank)
     return n->rec && n->rec->on_failure ? n->rec->on_failure(n->rec_st, rank) : 0;
 }
 
+void phx_recovery_on_peer_up(phx_node_t *n, int peer, uint32_t inc)
+{
+    if (n->rec && n->rec->on_peer_up)
+        n->rec->on_peer_up(n->rec_st, peer, inc);
+}
+
+int phx_recovery_rejoining(const phx_node_t *n)
+{
+    return n->inc > 0 && n->cfg.ft && !strcmp(n->cfg.recovery, "cr") && !strcmp(n->cfg.restart_on, "respawn");
+}
+
 void phx_recovery_worker_pause(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt)
 {
     phx_node_t *n = w->node;

@@ -53,3 +53,52 @@ int phx_ck_relocate_spare(int n, int nloc, const int *loc_e, const int *buddy_e,
     free(tmp);
     return rc;
 }
+
+/* ---- membership change ----------------------------------------------------- */
+
+int phx_ck_join_init(phx_ck_join_t *j, int n)
+{
+    j->n = n;
+    j->inc = calloc((size_t)n, sizeof *j->inc);
+    j->seen = calloc((size_t)n * (size_t)n, 1);
+    return j->inc && j->seen ? 0 : PHX_ENOMEM;
+}
+
+void phx_ck_join_free(phx_ck_join_t *j)
+{
+    free(j->inc);
+    free(j->seen);
+    j->inc = NULL;
+    j->seen = NULL;
+}
+
+int phx_ck_join_seen(phx_ck_join_t *j, int from, int x, uint32_t inc)
+{
+    if (from < 0 || from >= j->n || x < 0 || x >= j->n || !inc || inc < j->inc[x])
+        return 0;
+    if (inc > j->inc[x]) {
+        j->inc[x] = inc;
+        memset(j->seen + (size_t)x * (size_t)j->n, 0, (size_t)j->n);
+    }
+    j->seen[(size_t)x * (size_t)j->n + (size_t)from] = 1;
+    return 1;
+}
+
+int phx_ck_join_ready(const phx_ck_join_t *j, int x, const uint8_t *dead, uint32_t *inc)
+{
+    if (x < 0 || x >= j->n || !j->inc[x])
+        return 0;
+    for (int r = 0; r < j->n; r++)
+        if (!dead[r] && !j->seen[(size_t)x * (size_t)j->n + (size_t)r])
+            return 0;
+    *inc = j->inc[x];
+    return 1;
+}
+
+void phx_ck_join_clear(phx_ck_join_t *j, int x)
+{
+    if (x < 0 || x >= j->n)
+        return;
+    j->inc[x] = 0;
+    memset(j->seen + (size_t)x * (size_t)j->n, 0, (size_t)j->n);
+}

@@ -22,4 +22,43 @@
 int phx_ck_relocate_spare(int n, int nloc, const int *loc_e, const int *buddy_e, const uint8_t *dead,
                           int first_spare, int slices, int *loc, int *lost, int *lost_buddy, int *nspared);
 
+
+/* ---- incarnations ------------------------------------------------------
+ * Whether a connection from incarnation inc of a rank is admitted, given
+ * the rank's current incarnation cur and whether cur was declared dead:
+ * the same live incarnation, or a newer one of a dead rank (it rejoins;
+ * the dead one stays dead). A newer one of a rank not yet declared dead
+ * waits (the old one must be dead everywhere first: its state comes back
+ * from a checkpoint, never from the link); anything older is stale. Used by
+ * the transport (net/transport.c). */
+enum { PHX_CK_ADMIT, PHX_CK_WAIT, PHX_CK_STALE };
+static inline int phx_ck_inc_admit(uint32_t cur, int dead, uint32_t inc)
+{
+    if (dead)
+        return inc > cur ? PHX_CK_ADMIT : PHX_CK_STALE;
+    return inc == cur ? PHX_CK_ADMIT : inc > cur ? PHX_CK_WAIT : PHX_CK_STALE;
+}
+
+/* ---- membership change at the coordinator (restart-on=respawn) ---------
+ * A dead rank x comes back as a new incarnation; every live rank reports
+ * SEEN(x, inc) once its transport admitted it. The recovery round that
+ * takes x in is decided only when every live rank has it connected (the
+ * rollback markers and x's copy must reach it). */
+typedef struct phx_ck_join {
+    int n;
+    uint32_t *inc;              /* n: incarnation of x coming back (0: none) */
+    uint8_t *seen;              /* n x n: seen[x * n + r] */
+} phx_ck_join_t;
+
+int phx_ck_join_init(phx_ck_join_t *j, int n);
+void phx_ck_join_free(phx_ck_join_t *j);
+/* Rank `from` has incarnation inc of x connected. A higher incarnation than
+ * the recorded one restarts x's count (the previous newcomer died too); a
+ * lower one is stale. Returns 1 if recorded, 0 if stale or out of range. */
+int phx_ck_join_seen(phx_ck_join_t *j, int from, int x, uint32_t inc);
+/* 1 (and *inc) when x's newcomer is connected to every rank live in dead. */
+int phx_ck_join_ready(const phx_ck_join_t *j, int x, const uint8_t *dead, uint32_t *inc);
+/* x was admitted: forget it. */
+void phx_ck_join_clear(phx_ck_join_t *j, int x);
+
 #endif

@@ -82,11 +82,59 @@ static void test_spare_two_at_once_and_dead_spares(void **st)
     assert_int_equal(lb, 3);
 }
 
+static void test_inc_admit(void **st)
+{
+    (void)st;
+    assert_int_equal(phx_ck_inc_admit(3, 0, 3), PHX_CK_ADMIT);   /* a reconnect */
+    assert_int_equal(phx_ck_inc_admit(3, 0, 4), PHX_CK_WAIT);    /* old one not declared yet */
+    assert_int_equal(phx_ck_inc_admit(3, 0, 2), PHX_CK_STALE);
+    assert_int_equal(phx_ck_inc_admit(3, 1, 4), PHX_CK_ADMIT);   /* rejoins */
+    assert_int_equal(phx_ck_inc_admit(3, 1, 3), PHX_CK_STALE);   /* the dead one stays dead */
+    assert_int_equal(phx_ck_inc_admit(3, 1, 1), PHX_CK_STALE);
+}
+
+static void test_join_needs_every_live_rank(void **st)
+{
+    (void)st;
+    phx_ck_join_t j;
+    uint8_t dead[N] = { 0 };
+    uint32_t inc = 0;
+    assert_int_equal(phx_ck_join_init(&j, N), 0);
+    dead[3] = dead[5] = 1;
+    assert_false(phx_ck_join_ready(&j, 3, dead, &inc));   /* nobody came back */
+    for (int r = 0; r < N; r++)
+        if (!dead[r] && r != 6)
+            assert_int_equal(phx_ck_join_seen(&j, r, 3, 1), 1);
+    assert_false(phx_ck_join_ready(&j, 3, dead, &inc));   /* 6 has not seen it */
+    /* A newer incarnation (the first newcomer died too) starts over. */
+    assert_int_equal(phx_ck_join_seen(&j, 6, 3, 2), 1);
+    assert_false(phx_ck_join_ready(&j, 3, dead, &inc));
+    assert_int_equal(phx_ck_join_seen(&j, 0, 3, 1), 0);   /* stale */
+    for (int r = 0; r < N; r++)
+        if (!dead[r])
+            phx_ck_join_seen(&j, r, 3, 2);
+    assert_true(phx_ck_join_ready(&j, 3, dead, &inc));
+    assert_int_equal(inc, 2);
+    /* Live ranks only: a rank that died meanwhile does not block it. */
+    phx_ck_join_clear(&j, 3);
+    assert_false(phx_ck_join_ready(&j, 3, dead, &inc));
+    for (int r = 0; r < N; r++)
+        if (!dead[r] && r != 7)
+            phx_ck_join_seen(&j, r, 3, 4);
+    dead[7] = 1;
+    assert_true(phx_ck_join_ready(&j, 3, dead, &inc));
+    assert_int_equal(inc, 4);
+    assert_int_equal(phx_ck_join_seen(&j, N, 3, 5), 0);
+    phx_ck_join_free(&j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spare_takes_the_place),
         cmocka_unit_test(test_spare_two_at_once_and_dead_spares),
+        cmocka_unit_test(test_inc_admit),
+        cmocka_unit_test(test_join_needs_every_live_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
