@@ -52,7 +52,7 @@ static const opt_t opts[] = {
     O("ckpt-dir", OPT_STR, ckpt_dir, "", "directory for disk checkpoints under recovery=cr (\"\": memory only)", NULL),
     O("restart", OPT_STR, restart, "", "restart a recovery=cr job from the last disk checkpoint in this directory", NULL),
     O("restart-on", OPT_STR, restart_on, "survivors", "where a lost node's tasks restart under recovery=cr",
-      "survivors or spare"),
+      "survivors, spare or respawn"),
     O("spares", OPT_INT, spares, "0", "idle spare nodes among the ranks (the last ones; set by phx run --spares)",
       NULL),
 };

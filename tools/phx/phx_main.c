@@ -170,6 +170,26 @@ static int build_hosts(const char *hostfile, int np, phx_hostlist_t *hl)
     return rc;
 }
 
+/* restart-on=respawn, from --phx-restart-on=... (the last wins) or
+ * PHX_RESTART_ON: the launcher restarts a node that died, at most
+ * PHX_RESPAWN_MAX times per rank (default 3). */
+static int respawn_max(char **prog)
+{
+    const char *v = getenv("PHX_RESTART_ON");
+    for (char **a = prog; *a; a++)
+        if (!strncmp(*a, "--phx-restart-on=", 17))
+            v = *a + 17;
+    if (!v || strcmp(v, "respawn"))
+        return 0;
+    const char *m = getenv("PHX_RESPAWN_MAX");
+    int k = 3;
+    if (m && *m && parse_int(m, 0, 1000000, &k)) {
+        fprintf(stderr, "phx: PHX_RESPAWN_MAX wants a count, got '%s'; using 3\n", m);
+        k = 3;
+    }
+    return k;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -378,7 +398,7 @@ static int cmd_run(int argc, char **argv)
 
     phx_job_t job = { .rt = &rt, .argv = prog, .prog_path = prog_path, .rsh = rsh,
                       .abort_on_failure = abort_on_failure, .grace = grace, .pidfile = pidfile,
-                      .quiet = quiet, .secret = secret };
+                      .quiet = quiet, .secret = secret, .respawn = respawn_max(prog) };
     status = phx_run_job(&job);
     goto out;
 oom:
