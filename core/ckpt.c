@@ -1447,6 +1447,8 @@ static int take_in(cr_t *c, const uint8_t *q)
     for (int r = 0; c->joining && r < c->size; r++)
         if (c->dead[r])
             phx_net_close_peer(c->n->net, r, "dead before this rank rejoined");
+    if (c->joining)
+        phx_net_rejoined(c->n->net);
     return phx_ft_new_view(c->n, c->view, c->dead);
 }
 

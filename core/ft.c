@@ -425,6 +425,8 @@ int phx_ft_on_link_failed(phx_node_t *n, int peer)
     phx_ft_t *ft = n->ft;
     if (!ft || ft->stopped || ft->fenced_done || phx_ft_hb_is_dead(ft->hb, peer))
         return 0;
+    if (!ft->started)
+        return 1;   /* a rejoining node, not a member yet: the links still come back */
     /* Several adjacent ring members dying together are declared one after
      * another, about delta apart (seed 002's T(f)): while notices keep
      * coming the silent peer may well be the next one, so wait until the

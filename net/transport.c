@@ -111,7 +111,8 @@ struct phx_net {
     uint64_t stale_frames;      /* frames of another incarnation than the peer's current one */
     /* recovery=cr, restart-on=respawn: a rank declared dead may come back
      * with a higher incarnation (rejoin); rejoining: we are such a process,
-     * dialling every peer until each was up once. */
+     * (re)dialling every peer until taken in: a peer may drop our first
+     * connection while it has not yet declared our old incarnation dead. */
     int rejoin, rejoining;
     int cut_peer, cut_left, cut_forever;   /* PHX_DEBUG_CUT_LINK */
     uint64_t cut_after;
@@ -861,7 +862,7 @@ static void conn_close_f(conn_t *c, const char *why, int flags)
     }
     if (flags & CC_STRIKE)
         strike(c, why);
-    if (p && p->conn == NULL && (p->rank < n->rank || (n->rejoining && !p->ever_up)) && !n->stopping)
+    if (p && p->conn == NULL && (p->rank < n->rank || n->rejoining) && !n->stopping)
         schedule_retry(p);
     if (flags & CC_RESET)
         uv_tcp_close_reset(&c->tcp, conn_closed);
@@ -1060,6 +1061,8 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
 }
 
 uint64_t phx_net_stale_frames(const phx_net_t *n) { return n->stale_frames; }
+
+void phx_net_rejoined(phx_net_t *n) { n->rejoining = 0; }
 
 int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
                  size_t prefix_len, const void *payload, size_t len, uint64_t charge)

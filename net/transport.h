@@ -74,6 +74,9 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
  * again, with on_peer_up, when it comes back with a higher incarnation; a
  * new incarnation of a rank not yet declared dead is refused (and reported
  * down) until it is. A node started with inc > 0 dials every peer. */
+/* The rejoining node was taken in: from now on only the higher rank of a
+ * pair redials, as usual. */
+void phx_net_rejoined(phx_net_t *n);
 /* Frames dropped because they carried another incarnation than the peer's
  * current one. */
 uint64_t phx_net_stale_frames(const phx_net_t *n);

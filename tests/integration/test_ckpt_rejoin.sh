@@ -1,10 +1,12 @@
 #!/bin/bash
-# recovery=cr with a stand-in for the lost rank instead of spreading its
-# tasks over the survivors: restart-on=spare (phx run --spares K) on
-# apps/jacobi, 8 loopback nodes x 2 workers. One SIGKILL mid-run (after the
-# main task logged an iteration: in the work by construction); the checksum
-# must be bit-identical to the sequential reference, which equals the
-# fault-free distributed run (it_ckpt checks that).
+# recovery=cr with the lost rank coming back instead of its tasks spreading
+# over the survivors, on apps/jacobi, 8 loopback nodes x 2 workers:
+# restart-on=respawn (phx run restarts the killed process as incarnation 1,
+# which rejoins) and restart-on=spare (phx run --spares K; a spare stands
+# in). One SIGKILL mid-run (after the main task logged an iteration: in the
+# work by construction); the checksum must be bit-identical to the
+# sequential reference, which equals the fault-free distributed run (it_ckpt
+# checks that). A rank that does not come back ends the job with exit 78.
 # Usage: test_ckpt_rejoin.sh BINDIR
 set -u
 BIN=$1
@@ -13,7 +15,7 @@ PHX=$BIN/phx
 N=8
 HB=$(hb_ms)
 export PHX_HB_TIMEOUT=$HB PHX_WORKERS=2
-unset PHX_HB_PERIOD PHX_TD PHX_CKPT_DIE PHX_RESTART_ON PHX_SPARES
+unset PHX_HB_PERIOD PHX_TD PHX_CKPT_DIE PHX_RESTART_ON PHX_SPARES PHX_RESPAWN_MAX PHX_INCARNATION
 ARGS="-N 256 -i 3000 -c 100"
 KILL_AT=300
 JOB_TIMEOUT=$((40 + 10 * HB / 1000))
@@ -50,6 +52,42 @@ verify() {
     check "$1: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
     check "$1: recovered" grep -qs '"ev":"recovery_done"' "$DIR"/ev.*.jsonl
 }
+
+# ---- restart-on=respawn: rank 3 comes back as incarnation 1 -------------------
+start respawn -- --phx-restart-on=respawn
+kill_at $KILL_AT 3
+finish_job
+verify "respawn (rank 3)"
+check "respawn: phx run restarted rank 3 as incarnation 1" grep -qs "rank 3 respawned as incarnation 1" "$DIR/err"
+check "respawn: the survivors took incarnation 1 in" grep -qs '"ev":"rejoin","rank":3,"inc":1,' "$DIR/ev.0.jsonl"
+check "respawn: rank 3 restored its own tasks from its buddy's copy" \
+    grep -qs '"tasks":[1-9][0-9]*,"source":"buddy","of":3,"host":3,' "$DIR/ev.3.jsonl"
+hosts=$(grep -ls '"tasks":[1-9][0-9]*,"source":"buddy","of":3,' "$DIR"/ev.*.jsonl | wc -l)
+check "respawn: nobody else took rank 3's tasks ($hosts hosts)" [ "$hosts" = 1 ]
+check "respawn: rank 3 re-entered the heartbeat ring (view 1)" grep -qs '"ev":"view","view":1,"dead":0}' "$DIR/ev.3.jsonl"
+check "respawn: rank 3 took part in a checkpoint after rejoining" \
+    sh -c "sed -n '/\"ev\":\"rejoin\"/,\$p' '$DIR/ev.3.jsonl' | grep -q '\"ev\":\"ckpt_commit\"'"
+
+# ---- the coordinator and main task's node comes back ----------------------------
+start respawn0 -- --phx-restart-on=respawn
+kill_at $KILL_AT 0
+finish_job
+verify "respawn (rank 0, coordinator)"
+check "respawn0: rank 0 restored its own tasks" grep -qs '"source":"buddy","of":0,"host":0,' "$DIR/ev.0.jsonl"
+
+# ---- a rank that does not come back: exit 78 and a message, no checksum ------
+# PHX_RESPAWN_MAX=0 stands for a respawn that fails (or a host that is
+# gone); the survivors wait startup-timeout for it.
+N=4
+export PHX_RESPAWN_MAX=0
+start norespawn -- --phx-restart-on=respawn --phx-startup-timeout=5000
+unset PHX_RESPAWN_MAX
+kill_at $KILL_AT 2
+finish_job
+check "no respawn: exit code 78 (got $RC)" [ "$RC" = 78 ]
+check "no respawn: the message names rank 2" grep -qs "rank 2 did not come back within 5000 ms" "$DIR/err"
+check "no respawn: no checksum printed" [ -z "$(sum_of)" ]
+N=8
 
 # ---- restart-on=spare: rank 8 idles, then stands in for rank 3 ---------------
 start spare --spares 1 -- --phx-restart-on=spare
