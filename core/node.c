@@ -813,8 +813,8 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     n->main_type = main_type;
     n->main_arg = arg;
     n->main_len = len;
-    const char *incs = getenv("PHX_INCARNATION");
-    n->inc = incs ? (uint32_t)strtoul(incs, NULL, 10) : 0;
+    if (phx_recovery_incarnation(n->rank, &n->inc))
+        return 2;
     phx_log_set_rank(n->rank);
     phx_node_current = n;
     if (phx_evlog_open(n->cfg.eventlog, n->rank))

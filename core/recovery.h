@@ -81,6 +81,12 @@ void phx_recovery_on_peer_up(phx_node_t *n, int peer, uint32_t inc);
  * job (recovery=cr, restart-on=respawn, PHX_INCARNATION > 0): it neither
  * starts the detector nor the job at all-up; the recovery round does. */
 int phx_recovery_rejoining(const phx_node_t *n);
+/* This process's incarnation: PHX_INCARNATION (phx run sets it when it
+ * respawns a node), else PHX_INCARNATION_FILE: a counter kept where a
+ * restarted process finds it again (a container's own filesystem survives
+ * a restart policy's restart; %r is replaced by the rank), read and
+ * advanced at each start; else 0. 0 or a negative code after printing why. */
+int phx_recovery_incarnation(int rank, uint32_t *inc);
 void phx_recovery_worker_pause(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt);
 void phx_recovery_stop(phx_node_t *n);
 void phx_recovery_free(phx_node_t *n);

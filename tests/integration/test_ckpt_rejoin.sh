@@ -108,4 +108,22 @@ RC=$?
 check "spare without --spares: refused (rc $RC)" [ "$RC" != 0 ]
 check "spare without --spares: says why" grep -qs "needs spare nodes" "$DIR/err"
 
+# ---- whoever restarts the process: the incarnation counter file ------------
+# A container restart policy restarts a node with the same environment;
+# PHX_INCARNATION_FILE (%r: the rank) gives each start the next incarnation.
+DIR=$TMP/incfile; mkdir -p "$DIR"
+for i in 1 2; do
+    PHX_INCARNATION_FILE="$DIR/inc.%r" "$BIN/jacobi" -N 32 -i 2 >/dev/null 2>&1
+done
+check "incarnation file: two starts of rank 0 leave 2 in it" [ "$(cat "$DIR/inc.0" 2>/dev/null)" = 2 ]
+# The same restart with the counter file only (phx run then passes no
+# PHX_INCARNATION, as a container runtime would not).
+export PHX_INCARNATION_FILE="$TMP/incrun/inc.%r"
+start incrun -- --phx-restart-on=respawn
+kill_at $KILL_AT 5
+finish_job
+unset PHX_INCARNATION_FILE
+verify "respawn counted by the incarnation file (rank 5)"
+check "incrun: rank 5 rejoined as incarnation 1" grep -qs '"ev":"rejoin","rank":5,"inc":1,' "$DIR/ev.0.jsonl"
+
 finish

@@ -457,10 +457,13 @@ static int spawn(run_t *R, proc_t *p)
     const phx_rank_t *rk = &job->rt->r[p->rank];
     int out[2], err[2], life[2];
     char **env = NULL, **av = NULL;
+    /* With PHX_INCARNATION_FILE the node counts its own starts, as it
+     * would under a container restart policy. */
+    unsigned inc = getenv("PHX_INCARNATION_FILE") ? 0 : p->inc;
     if (rk->local)
-        env = local_env(job, p->rank, p->inc);
+        env = local_env(job, p->rank, inc);
     else
-        av = remote_argv(job, p->rank, p->inc);
+        av = remote_argv(job, p->rank, inc);
     if (rk->local ? !env : !av) {
         free_vec(env);
         return PHX_ENOMEM;
