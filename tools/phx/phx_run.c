@@ -280,6 +280,7 @@ static void respawn(run_t *R, proc_t *p)
     }
     fprintf(stderr, "phx: rank %d respawned as incarnation %u (pid %d, restart-on=respawn)\n", p->rank, p->inc,
             (int)p->pid);
+    phx_status_respawned(g_status, p->rank);
     if (R->job->pidfile)
         write_pidfile(R, R->job->pidfile);
 }
