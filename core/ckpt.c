@@ -1111,8 +1111,8 @@ static int moves_to(const cr_t *c, const int *loc_e, const int *loc, int x, int 
 static int relocate(cr_t *c, const phx_ck_copy_t *slot, int *loc, int *lost, int *lost_buddy)
 {
     if (c->n->cfg.spares && !strcmp(c->n->cfg.restart_on, "spare"))
-        return phx_ck_relocate_spare(c->size, c->nloc, slot->loc, slot->buddy, c->dead, c->n->app_size, PHX_LOC_SLICES, loc, lost,
-                                     lost_buddy, NULL);
+        return phx_ck_relocate_spare(c->size, c->nloc, slot->loc, slot->buddy, c->dead, c->n->app_size,
+                                     PHX_LOC_SLICES, loc, lost, lost_buddy, NULL);
     return phx_ck_relocate(c->size, c->nloc, slot->loc, slot->buddy, c->dead, loc, lost, lost_buddy);
 }
 

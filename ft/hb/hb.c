@@ -675,7 +675,8 @@ static void send_hops(phx_ft_hb_t *hb, int nh, int origin, uint32_t seq, int dea
 static void start_bcast(phx_ft_hb_t *hb, int dead)
 {
     uint32_t nd = (uint32_t)hb->ndead;
-    memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
+    if (nd)   /* dead_list is NULL until the first death */
+        memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
     qsort(hb->own, nd, sizeof(int), cmp_int);
     uint32_t seq = ++hb->bseq;
     int rc = topo_for(hb, hb->me, nd, hb->own);
@@ -805,7 +806,8 @@ static int bcast_check(phx_ft_hb_t *hb, const struct wire *w, int *me_dead)
 static void send_dset(phx_ft_hb_t *hb, int dst, unsigned flags)
 {
     uint32_t nd = (uint32_t)hb->ndead;
-    memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
+    if (nd)   /* dead_list is NULL until the first death */
+        memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
     qsort(hb->own, nd, sizeof(int), cmp_int);
     phx_wenc_t e;
     phx_wenc_init(&e, hb->buf, BC_FIXED + 4 * (size_t)hb->n);
