@@ -68,6 +68,21 @@ check "respawn: rank 3 re-entered the heartbeat ring (view 1)" grep -qs '"ev":"v
 check "respawn: rank 3 took part in a checkpoint after rejoining" \
     sh -c "sed -n '/\"ev\":\"rejoin\"/,\$p' '$DIR/ev.3.jsonl' | grep -q '\"ev\":\"ckpt_commit\"'"
 
+# ---- the old incarnation wakes up after its death: it stays dead --------------
+# SIGSTOP until the survivors declared rank 3 dead, then SIGCONT: the old
+# process is refused, fences itself (75), and phx run respawns it.
+start stopped -- --phx-restart-on=respawn
+wait_for "$JOB_TIMEOUT" logged "\"ev\":\"jacobi_iter\",\"iter\":$KILL_AT}" || fail "stopped: iteration never logged"
+wait_for 5 test -s "$DIR/pids"
+p3=$(pid_of 3)
+kill -STOP "$p3"
+wait_for "$JOB_TIMEOUT" grep -qs '"ev":"notice","dead":3' "$DIR/ev.0.jsonl" || fail "stopped: rank 3 never declared dead"
+kill -CONT "$p3"
+finish_job
+verify "old incarnation woken up (rank 3)"
+check "stopped: the old incarnation was refused and fenced" grep -qs "rank 3 fenced" "$DIR/err"
+check "stopped: incarnation 1 was taken in" grep -qs '"ev":"rejoin","rank":3,"inc":1,' "$DIR/ev.0.jsonl"
+
 # ---- the coordinator and main task's node comes back ----------------------------
 start respawn0 -- --phx-restart-on=respawn
 kill_at $KILL_AT 0
