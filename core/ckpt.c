@@ -135,7 +135,7 @@ typedef struct cr {
     uv_timer_t rj_timer;        /* a lost rank must be back within startup-timeout */
 } cr_t;
 
-enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK };
+enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN };
 
 static int coord(const cr_t *c)
 {
@@ -1778,9 +1778,10 @@ static int cr_init(phx_node_t *n, void **out)
     char pt[16];
     if (die && sscanf(die, "%d:%llu:%15s", &dr, &de, pt) == 3 && dr == n->rank) {
         c->die_epoch = de;
-        c->die_point = !strcmp(pt, "stored") ? DIE_STORED : !strcmp(pt, "rollback") ? DIE_ROLLBACK : DIE_NONE;
+        c->die_point = !strcmp(pt, "stored") ? DIE_STORED : !strcmp(pt, "rollback") ? DIE_ROLLBACK
+                     : !strcmp(pt, "rejoin") ? DIE_REJOIN : DIE_NONE;
         if (c->die_point == DIE_NONE) {
-            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback)\n", pt);
+            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback|rejoin)\n", pt);
             return PHX_EINVAL;
         }
     }
@@ -1798,6 +1799,8 @@ static int cr_init(phx_node_t *n, void **out)
         /* A new incarnation of a lost rank: nothing runs until the round
          * that takes it in restores its state from its buddy's copy. */
         PHX_INFO("ckpt", "incarnation %u of rank %d: waiting to be taken back in", n->inc, n->rank);
+        if (c->die_point == DIE_REJOIN && c->die_epoch == n->inc)
+            raise(SIGKILL);   /* test: a respawn that dies before it connects (EPOCH = incarnation) */
         c->joining = 1;
         c->t_fail = phx_now_ns();   /* recovery_done counts from this process's start */
         c->phase = PH_REC;

@@ -7,6 +7,7 @@
 # work by construction); the checksum must be bit-identical to the
 # sequential reference, which equals the fault-free distributed run (it_ckpt
 # checks that). A rank that does not come back ends the job with exit 78.
+# PHX_CKPT_DIE=RANK:INC:rejoin makes incarnation INC of RANK die at start.
 # Usage: test_ckpt_rejoin.sh BINDIR
 set -u
 BIN=$1
@@ -90,18 +91,29 @@ finish_job
 verify "respawn (rank 0, coordinator)"
 check "respawn0: rank 0 restored its own tasks" grep -qs '"source":"buddy","of":0,"host":0,' "$DIR/ev.0.jsonl"
 
-# ---- a rank that does not come back: exit 78 and a message, no checksum ------
-# PHX_RESPAWN_MAX=0 stands for a respawn that fails (or a host that is
-# gone); the survivors wait startup-timeout for it.
+# ---- the first respawn dies before it connects; the second rejoins ------------
+# PHX_CKPT_DIE=3:1:rejoin: incarnation 1 of rank 3 kills itself at start.
+export PHX_CKPT_DIE=3:1:rejoin
+start redie -- --phx-restart-on=respawn
+unset PHX_CKPT_DIE
+kill_at $KILL_AT 3
+finish_job
+verify "respawn dies once (rank 3)"
+check "redie: incarnation 2 was taken in" grep -qs '"ev":"rejoin","rank":3,"inc":2,' "$DIR/ev.0.jsonl"
+
+# ---- a respawn that cannot rejoin: exit 78 and a message, no checksum ---------
+# Its only respawn dies at start (PHX_RESPAWN_MAX=1); the survivors wait
+# startup-timeout for it.
 N=4
-export PHX_RESPAWN_MAX=0
-start norespawn -- --phx-restart-on=respawn --phx-startup-timeout=5000
-unset PHX_RESPAWN_MAX
+export PHX_RESPAWN_MAX=1 PHX_CKPT_DIE=2:1:rejoin
+start failrespawn -- --phx-restart-on=respawn --phx-startup-timeout=5000
+unset PHX_RESPAWN_MAX PHX_CKPT_DIE
 kill_at $KILL_AT 2
 finish_job
-check "no respawn: exit code 78 (got $RC)" [ "$RC" = 78 ]
-check "no respawn: the message names rank 2" grep -qs "rank 2 did not come back within 5000 ms" "$DIR/err"
-check "no respawn: no checksum printed" [ -z "$(sum_of)" ]
+check "failed respawn: exit code 78 (got $RC)" [ "$RC" = 78 ]
+check "failed respawn: the launcher says it gave up" grep -qs "rank 2: not respawned again" "$DIR/err"
+check "failed respawn: the message names rank 2" grep -qs "rank 2 did not come back within 5000 ms" "$DIR/err"
+check "failed respawn: no checksum printed" [ -z "$(sum_of)" ]
 N=8
 
 # ---- restart-on=spare: rank 8 idles, then stands in for rank 3 ---------------
