@@ -1365,9 +1365,8 @@ static void send_decision(cr_t *c, uint64_t e, int disk)
  * coordinator changed). */
 static void rj_report(cr_t *c, int x)
 {
-    uint8_t b[5];
+    uint8_t b[4];
     phx_put_le32(b, c->rj_inc[x]);
-    b[4] = 0;
     ctl(c, coord(c), RB_JOIN, (uint64_t)x, b, sizeof b);
 }
 
@@ -1381,45 +1380,39 @@ static void cr_on_peer_up(void *st, int peer, uint32_t inc)
     rj_report(c, peer);
 }
 
-/* Survivors: a lost rank did not come back in time; a newcomer: nobody
- * took it in. Either way the job cannot be recovered here. */
+/* A round of restart-on=respawn must end within startup-timeout of the
+ * last failure (a newcomer: within twice that of its start). Past it the
+ * lost rank is not coming back, or the round cannot complete (the newcomer
+ * died before it was taken in, or a survivor during the round): every node
+ * ends the job on its own timer with exit 78, never a hang. */
 static void on_rj_timer(uv_timer_t *t)
 {
     cr_t *c = t->data;
-    int ms = c->n->cfg.startup_timeout_ms;
+    int ms = c->n->cfg.startup_timeout_ms, x = 0;
     if (c->joining) {
         fprintf(stderr, "phalanx: recovery=cr: rank %d (incarnation %u) was not taken back into the job within "
                         "%d ms; giving up\n", c->self, c->n->inc, 2 * ms);
         phx_node_exit(c->n, PHX_EXIT_CKPT_LOST, 1);
         return;
     }
-    if (c->phase != PH_REC || coord(c) != c->self)
+    if (c->phase != PH_REC)
         return;
-    for (int x = 0; x < c->size; x++) {
-        uint32_t inc;
-        if (c->dead[x] && !phx_ck_join_ready(&c->join, x, c->dead, &inc)) {
-            uint8_t b[5];
-            phx_put_le32(b, (uint32_t)ms);
-            b[4] = 1;
-            ctl_all(c, RB_JOIN, (uint64_t)x, b, sizeof b, 1);
-            return;
-        }
-    }
+    while (x < c->size && !(c->dead[x] && !c->rj_inc[x]))
+        x++;
+    if (x < c->size)
+        fprintf(stderr, "phalanx: recovery=cr: rank %d did not come back within %d ms (restart-on=respawn needs it "
+                        "restarted: by phx run, or a container restart policy); the job cannot be recovered\n", x, ms);
+    else
+        fprintf(stderr, "phalanx: recovery=cr: the recovery round taking lost ranks back in did not complete "
+                        "within %d ms; the job cannot be recovered\n", ms);
+    phx_evlog("ckpt_lost", "\"rank\":%d,\"respawn\":0", x < c->size ? x : -1);
+    phx_node_exit(c->n, PHX_EXIT_CKPT_LOST, 0);
 }
 
 static void on_join(cr_t *c, int peer, uint64_t x, const uint8_t *p, size_t len)
 {
-    if (len != 5 || x >= (uint64_t)c->size)
-        return;
-    if (p[4] == 1) {
-        fprintf(stderr, "phalanx: recovery=cr: rank %d did not come back within %u ms (restart-on=respawn needs "
-                        "it restarted: by phx run, or a container restart policy); the job cannot be recovered\n",
-                (int)x, phx_get_le32(p));
-        phx_evlog("ckpt_lost", "\"rank\":%d,\"respawn\":0", (int)x);
-        phx_node_exit(c->n, PHX_EXIT_CKPT_LOST, 0);
-        return;
-    }
-    if (coord(c) == c->self && phx_ck_join_seen(&c->join, peer, (int)x, phx_get_le32(p)))
+    if (len == 4 && x < (uint64_t)c->size && coord(c) == c->self &&
+        phx_ck_join_seen(&c->join, peer, (int)x, phx_get_le32(p)))
         rb_try_decide(c);
 }
 
@@ -1568,10 +1561,9 @@ static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint
     cr_t *c = st;
     size_t len = h->len;
     /* The transport delivers nothing of a dead incarnation after its
-     * notice: a newcomer's JOIN and its rollback marker may come before this
-     * node took it in. */
-    if (peer < 0 || peer >= c->size ||
-        (c->dead[peer] && peer != c->self && h->tag != RB_MARK && h->tag != RB_JOIN))
+     * notice: a newcomer's rollback marker may come before this node took
+     * it in. */
+    if (peer < 0 || peer >= c->size || (c->dead[peer] && peer != c->self && h->tag != RB_MARK))
         return;
     switch (h->tag) {
     case CK_REQ:
