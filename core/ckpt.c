@@ -33,10 +33,12 @@
 #include <string.h>
 
 #include "core/ckpt_disk.h"
+#include "core/ft.h"
 #include "core/eventlog.h"
 #include "core/node.h"
 #include "core/recovery.h"
 #include "ft/ckpt/ckpt.h"
+#include "ft/ckpt/member.h"
 #include "ft/hb/ring.h"
 #include "phx_err.h"
 #include "phx_log.h"
@@ -45,7 +47,7 @@ extern phx_type_t phx_types[PHX_MAX_TYPES];
 extern int phx_ntypes;
 
 enum {
-    CK_REQ = PHX_CTRL_REC_FIRST, CK_BEGIN, CK_MARK, CK_COPY, CK_ACK, CK_READY, CK_COMMIT,
+    CK_REQ = PHX_CTRL_REC_FIRST, CK_BEGIN, CK_MARK, RB_JOIN, CK_ACK, CK_READY, CK_COMMIT,
     RB_STATE, RB_DECIDE, RB_MARK, RB_DONE, RB_GO, RB_ABORT, CK_DISK, CK_CHUNK, CK_CACK,
 };
 
@@ -120,14 +122,25 @@ typedef struct cr {
     uint64_t disk_epoch;        /* coordinator: epoch whose files are being written */
     uint8_t *disk_ok;
     int rb_disk;                /* the decided rollback restores from disk */
+    /* restart-on=respawn: a lost rank comes back as a new incarnation and
+     * the recovery round takes it in (its old incarnation stays dead). */
+    int respawn;
+    int joining;                /* this process is such a newcomer, not taken in yet */
+    uint16_t view;              /* membership view of the detector (ft/hb) */
+    phx_ck_join_t join;         /* coordinator: newcomers, who has them connected */
+    uint32_t *rj_inc;           /* per rank: its newcomer's incarnation, connected here */
+    uint8_t *lost;              /* this round: ranks whose state comes from the buddy copy */
+    uint8_t *fresh;             /* taken in this round: not coordinator before GO */
+    int *rj_loc, *rj_buddy;     /* joining: the epoch's tables, from DECIDE */
+    uv_timer_t rj_timer;        /* a lost rank must be back within startup-timeout */
 } cr_t;
 
-enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK };
+enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN };
 
 static int coord(const cr_t *c)
 {
     for (int r = 0; r < c->size; r++)
-        if (!c->dead[r])
+        if (!c->dead[r] && !c->fresh[r])
             return r;
     return -1;
 }
@@ -1093,6 +1106,16 @@ static int moves_to(const cr_t *c, const int *loc_e, const int *loc, int x, int 
     return 0;
 }
 
+/* The table after the losses in c->dead, by restart-on (spare: a spare
+ * stands in for each lost rank while spares last). */
+static int relocate(cr_t *c, const phx_ck_copy_t *slot, int *loc, int *lost, int *lost_buddy)
+{
+    if (c->n->cfg.spares && !strcmp(c->n->cfg.restart_on, "spare"))
+        return phx_ck_relocate_spare(c->size, c->nloc, slot->loc, slot->buddy, c->dead, c->n->app_size,
+                                     PHX_LOC_SLICES, loc, lost, lost_buddy, NULL);
+    return phx_ck_relocate(c->size, c->nloc, slot->loc, slot->buddy, c->dead, loc, lost, lost_buddy);
+}
+
 /* Restores this node's copy and, as a buddy, its share of each dead node's
  * copy, which it ships to the other new hosts of that node's slices. */
 static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
@@ -1106,7 +1129,7 @@ static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
     phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
     phx_evlog("restore", "\"tasks\":%u,\"source\":\"local\"", nt);
     for (int x = 0; x < c->size && !rc; x++) {
-        if (!c->dead[x] || slot->buddy[x] != c->self)
+        if (!c->lost[x] || slot->buddy[x] != c->self)
             continue;
         if (!slot->held[x])
             return PHX_ENOENT;
@@ -1120,11 +1143,54 @@ static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
     return rc;
 }
 
+/* A newcomer taken in (restart-on=respawn): its state is the copy its
+ * buddy ships; it keeps that copy as its own of the epoch, so it can roll
+ * back again before the next checkpoint. */
+static void rejoin_restore(cr_t *c)
+{
+    phx_node_t *n = c->n;
+    int self = c->self;
+    if (!c->xfer[self] || c->xfer_epoch[self] != c->rb_epoch)
+        return;   /* the buddy's copy is on its way */
+    void *blob = c->xfer[self];
+    size_t len = c->xfer_len[self];
+    phx_ck_copy_t *slot = phx_ck_store_open(&c->store, c->rb_epoch);
+    if (!slot || phx_ck_store_put_own(&c->store, c->rb_epoch, blob, len)) {
+        fatal(c, 1, "%s", "no checkpoint slot for the rejoin (internal error)");
+        return;
+    }
+    c->xfer[self] = NULL;   /* the store owns it */
+    memcpy(slot->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
+    memcpy(slot->buddy, c->rj_buddy, (size_t)c->size * sizeof *c->buddy);
+    phx_ck_store_commit(&c->store, c->rb_epoch);
+    discard_all(c);
+    ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
+    c->filt.round = (uint64_t)c->ndead;
+    memcpy(c->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
+    n->loc_n = c->nhome;
+    n->loc = c->loc;
+    uint32_t nt = 0;
+    int rc = restore_blob(c, blob, len, 1, c->loc, &nt);
+    if (rc) {
+        fatal(c, 1, "restoring the rejoined rank's checkpoint failed: %s", phx_strerror(rc));
+        return;
+    }
+    phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+    phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", nt, self, self,
+              c->rj_buddy[self]);
+    c->restored = 1;
+    ctl(c, coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
+}
+
 static void do_rollback(cr_t *c)
 {
     phx_node_t *n = c->n;
     if (c->rb_disk) {
         do_rollback_disk(c);
+        return;
+    }
+    if (c->joining) {
+        rejoin_restore(c);
         return;
     }
     phx_ck_copy_t *slot = phx_ck_store_get(&c->store, c->rb_epoch);
@@ -1140,7 +1206,7 @@ static void do_rollback(cr_t *c)
         fatal(c, 1, "%s", "out of memory in recovery");
         return;
     }
-    int rc = phx_ck_relocate(c->size, c->nloc, slot->loc, slot->buddy, c->dead, loc, &lost, &lost_buddy);
+    int rc = relocate(c, slot, loc, &lost, &lost_buddy);
     if (rc == PHX_EUNRECOVERABLE) {
         free(loc);
         return;   /* the coordinator reports it and ends the job */
@@ -1152,7 +1218,7 @@ static void do_rollback(cr_t *c)
     /* The other buddies ship their share of the dead nodes' copies here. */
     int waiting = 0;
     for (int x = 0; x < c->size && !rc; x++) {
-        if (!c->dead[x] || slot->buddy[x] == c->self || c->xfer_done[x] || !moves_to(c, slot->loc, loc, x, c->self))
+        if (!c->lost[x] || slot->buddy[x] == c->self || c->xfer_done[x] || !moves_to(c, slot->loc, loc, x, c->self))
             continue;
         if (!c->xfer[x] || c->xfer_epoch[x] != c->rb_epoch) {
             waiting = 1;
@@ -1219,12 +1285,16 @@ static void rb_try_decide(cr_t *c)
     uint64_t e;
     if (coord(c) != c->self || c->decided_ndead == c->ndead || !phx_ck_round_decide(&c->round, c->dead, &e))
         return;
+    uint32_t inc;
+    for (int x = 0; c->respawn && x < c->size; x++)
+        if (c->dead[x] && !phx_ck_join_ready(&c->join, x, c->dead, &inc))
+            return;   /* every lost rank comes back first (or rj_timer ends the job) */
     c->decided_ndead = c->ndead;
     phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
     int lost = -1, lost_buddy = -1;
     int *loc = malloc((size_t)c->nloc * sizeof *loc);
     int bad = !e || !slot || !loc, disk = 0;
-    if (!bad && phx_ck_relocate(c->size, c->nloc, slot->loc, slot->buddy, c->dead, loc, &lost, &lost_buddy))
+    if (!bad && relocate(c, slot, loc, &lost, &lost_buddy))
         bad = 2;
     free(loc);
     phx_ckd_manifest_t m;
@@ -1247,16 +1317,132 @@ static void rb_try_decide(cr_t *c)
     send_decision(c, e, disk);
 }
 
+/* DECIDE's tail when ranks are taken in: u16 view, u32 incarnation per
+ * rank (0: not taken in), the epoch's relocation table and buddies. */
+static size_t join_len(const cr_t *c)
+{
+    return 2 + 4 * (size_t)c->size + 4 * (size_t)c->nloc + 4 * (size_t)c->size;
+}
+
 static void send_decision(cr_t *c, uint64_t e, int disk)
 {
     c->decided_ndead = c->ndead;
     memset(c->done, 0, (size_t)c->size);
     size_t len;
     uint8_t *buf = enc_epoch_set(c, e, disk, &len);
-    if (!buf)
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
+    uint32_t inc = 0;
+    int joins = 0;
+    for (int x = 0; c->respawn && x < c->size; x++)
+        joins |= c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc);
+    uint8_t *b2 = buf && joins ? realloc(buf, len + join_len(c)) : buf;
+    if (!b2) {
+        free(buf);
+        fatal(c, 1, "%s", "out of memory in the recovery protocol");
         return;
+    }
+    buf = b2;
+    if (joins) {
+        phx_wenc_t en;
+        phx_wenc_init(&en, buf + len, join_len(c));
+        phx_wenc_u16(&en, (uint16_t)(c->view + 1));
+        for (int x = 0; x < c->size; x++)
+            phx_wenc_u32(&en, c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc) ? inc : 0);
+        for (int i = 0; i < c->nloc; i++)
+            phx_wenc_i32(&en, slot && !disk ? slot->loc[i] : c->loc[i]);
+        for (int r = 0; r < c->size; r++)
+            phx_wenc_i32(&en, slot && !disk ? slot->buddy[r] : -1);
+        len += join_len(c);
+        for (int x = 0; x < c->size; x++)   /* the newcomers are not members yet */
+            if (c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc))
+                ctl(c, x, RB_DECIDE, (uint64_t)c->ndead, buf, len);
+    }
     ctl_all(c, RB_DECIDE, (uint64_t)c->ndead, buf, len, 1);
     free(buf);
+}
+
+/* Reports a newcomer connected here to the coordinator (again after the
+ * coordinator changed). */
+static void rj_report(cr_t *c, int x)
+{
+    uint8_t b[4];
+    phx_put_le32(b, c->rj_inc[x]);
+    ctl(c, coord(c), RB_JOIN, (uint64_t)x, b, sizeof b);
+}
+
+static void cr_on_peer_up(void *st, int peer, uint32_t inc)
+{
+    cr_t *c = st;
+    if (!c->respawn || c->joining || peer < 0 || peer >= c->size || !c->dead[peer])
+        return;
+    PHX_INFO("ckpt", "rank %d is back (incarnation %u)", peer, inc);
+    c->rj_inc[peer] = inc;
+    rj_report(c, peer);
+}
+
+/* A round of restart-on=respawn must end within startup-timeout of the
+ * last failure (a newcomer: within twice that of its start). Past it the
+ * lost rank is not coming back, or the round cannot complete (the newcomer
+ * died before it was taken in, or a survivor during the round): every node
+ * ends the job on its own timer with exit 78, never a hang. */
+static void on_rj_timer(uv_timer_t *t)
+{
+    cr_t *c = t->data;
+    int ms = c->n->cfg.startup_timeout_ms, x = 0;
+    if (c->joining) {
+        fprintf(stderr, "phalanx: recovery=cr: rank %d (incarnation %u) was not taken back into the job within "
+                        "%d ms; giving up\n", c->self, c->n->inc, 2 * ms);
+        phx_node_exit(c->n, PHX_EXIT_CKPT_LOST, 1);
+        return;
+    }
+    if (c->phase != PH_REC)
+        return;
+    while (x < c->size && !(c->dead[x] && !c->rj_inc[x]))
+        x++;
+    if (x < c->size)
+        fprintf(stderr, "phalanx: recovery=cr: rank %d did not come back within %d ms (restart-on=respawn needs it "
+                        "restarted: by phx run, or a container restart policy); the job cannot be recovered\n", x, ms);
+    else
+        fprintf(stderr, "phalanx: recovery=cr: the recovery round taking lost ranks back in did not complete "
+                        "within %d ms; the job cannot be recovered\n", ms);
+    phx_evlog("ckpt_lost", "\"rank\":%d,\"respawn\":0", x < c->size ? x : -1);
+    phx_node_exit(c->n, PHX_EXIT_CKPT_LOST, 0);
+}
+
+static void on_join(cr_t *c, int peer, uint64_t x, const uint8_t *p, size_t len)
+{
+    if (len == 4 && x < (uint64_t)c->size && coord(c) == c->self &&
+        phx_ck_join_seen(&c->join, peer, (int)x, phx_get_le32(p)))
+        rb_try_decide(c);
+}
+
+/* Takes the newcomers of a DECIDE in: members again, with a new detector
+ * view (their old incarnations stay dead: the transport refuses them). */
+static int take_in(cr_t *c, const uint8_t *q)
+{
+    phx_wdec_t d;
+    phx_wdec_init(&d, q, join_len(c));
+    c->view = phx_wdec_u16(&d);
+    for (int x = 0; x < c->size; x++) {
+        uint32_t inc = phx_wdec_u32(&d);
+        if (!inc)
+            continue;
+        c->dead[x] = 0;
+        c->fresh[x] = 1;
+        c->rj_inc[x] = 0;
+        phx_ck_join_clear(&c->join, x);
+        phx_evlog("rejoin", "\"rank\":%d,\"inc\":%u,\"view\":%u", x, inc, (unsigned)c->view);
+    }
+    for (int i = 0; i < c->nloc; i++)
+        c->rj_loc[i] = phx_wdec_i32(&d);
+    for (int r = 0; r < c->size; r++)
+        c->rj_buddy[r] = phx_wdec_i32(&d);
+    for (int r = 0; c->joining && r < c->size; r++)
+        if (c->dead[r])
+            phx_net_close_peer(c->n->net, r, "dead before this rank rejoined");
+    if (c->joining)
+        phx_net_rejoined(c->n->net);
+    return phx_ft_new_view(c->n, c->view, c->dead);
 }
 
 static int cr_on_failure(void *st, int rank)
@@ -1276,6 +1462,13 @@ static int cr_on_failure(void *st, int rank)
     c->state_sent = c->have_decision = c->restored = c->restored_own = 0;
     memset(c->xfer_done, 0, (size_t)c->size);
     bulk_drop(c, -1, BK_TX | BK_RX);   /* an aborted checkpoint's copies; a new round re-ships */
+    if (c->respawn) {
+        c->rj_inc[rank] = 0;
+        uv_timer_start(&c->rj_timer, on_rj_timer, (uint64_t)c->n->cfg.startup_timeout_ms, 0);
+        for (int x = 0; x < c->size; x++)   /* the coordinator may have changed */
+            if (c->dead[x] && c->rj_inc[x])
+                rj_report(c, x);
+    }
     pause_workers(c);
     progress(c);
     rb_try_decide(c);   /* a new coordinator may already hold every report */
@@ -1284,11 +1477,26 @@ static int cr_on_failure(void *st, int rank)
 
 static void on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
 {
-    if (len != 9 + (size_t)c->size || (int)round != c->ndead || c->phase != PH_REC ||
-        memcmp(p + 8, c->dead, (size_t)c->size))
+    size_t base = 9 + (size_t)c->size;
+    int joins = len == base + join_len(c);
+    if (len != base && !joins)
+        return;
+    if (c->joining) {   /* ours only if it takes this incarnation in */
+        if (!joins || phx_get_le32(p + base + 2 + 4 * (size_t)c->self) != c->n->inc)
+            return;
+        c->ndead = (int)round;
+        memcpy(c->dead, p + 8, (size_t)c->size);
+    } else if ((int)round != c->ndead || c->phase != PH_REC || memcmp(p + 8, c->dead, (size_t)c->size)) {
         return;   /* stale: a newer failure is known here */
+    }
     c->rb_epoch = phx_get_le64(p);
     c->rb_disk = p[8 + c->size];
+    memcpy(c->lost, c->dead, (size_t)c->size);
+    int rc = joins ? take_in(c, p + base) : 0;
+    if (rc) {
+        fatal(c, 1, "taking a rank back in failed: %s", phx_strerror(rc));
+        return;
+    }
     if (c->die_point == DIE_ROLLBACK)
         raise(SIGKILL);   /* test: a failure during a recovery */
     c->have_decision = 1;
@@ -1304,9 +1512,15 @@ static void on_go(cr_t *c, uint64_t round)
     c->phase = PH_IDLE;
     xfer_clear(c);
     bulk_drop(c, BK_XFER, BK_TX | BK_RX);
+    if (c->respawn) {
+        uv_timer_stop(&c->rj_timer);
+        memset(c->fresh, 0, (size_t)c->size);   /* the lowest live rank coordinates again */
+        c->joining = 0;
+    }
     double ms = (double)(phx_now_ns() - c->t_fail) / 1e6;
-    phx_evlog("recovery_done", "\"epoch\":%llu,\"round\":%d,\"ms\":%.3f,\"stale_dropped\":%llu",
-              (unsigned long long)c->rb_epoch, c->ndead, ms, (unsigned long long)c->filt.dropped);
+    phx_evlog("recovery_done", "\"epoch\":%llu,\"round\":%d,\"ms\":%.3f,\"stale_dropped\":%llu,\"stale_frames\":%llu",
+              (unsigned long long)c->rb_epoch, c->ndead, ms, (unsigned long long)c->filt.dropped,
+              (unsigned long long)phx_net_stale_frames(c->n->net));
     PHX_INFO("ckpt", "recovered from epoch %llu in %.1f ms", (unsigned long long)c->rb_epoch, ms);
     resume_workers(c);
     /* The lost node's tasks now have a single copy (at their new host):
@@ -1346,14 +1560,24 @@ static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint
 {
     cr_t *c = st;
     size_t len = h->len;
-    if (peer < 0 || peer >= c->size || (c->dead[peer] && peer != c->self))
+    /* The transport delivers nothing of a dead incarnation after its
+     * notice: a newcomer's rollback marker may come before this node took
+     * it in. */
+    if (peer < 0 || peer >= c->size || (c->dead[peer] && peer != c->self && h->tag != RB_MARK))
         return;
     switch (h->tag) {
     case CK_REQ:
         begin_checkpoint(c);
         break;
     case CK_BEGIN:
+        /* A rank taken in may coordinate the next checkpoint: its BEGIN
+         * can overtake the GO sent by the round's coordinator. */
+        if (c->phase == PH_REC && c->restored && (int)(h->ssn >> 32) == c->ndead)
+            on_go(c, (uint64_t)c->ndead);
         on_begin(c, h->ssn, p, len);
+        break;
+    case RB_JOIN:
+        on_join(c, peer, h->ssn, p, len);
         break;
     case CK_MARK:
         if (h->ssn > c->filt.ck_mark[peer])
@@ -1440,8 +1664,13 @@ static int cr_configure(phx_node_t *n)
         fprintf(stderr, "phalanx: recovery=cr needs fault tolerance (--phx-ft=1)\n");
         return PHX_EINVAL;
     }
-    if (strcmp(n->cfg.restart_on, "survivors") != 0) {
-        fprintf(stderr, "phalanx: restart-on=%s is not implemented yet (use survivors)\n", n->cfg.restart_on);
+    if (!strcmp(n->cfg.restart_on, "spare") && !n->cfg.spares) {
+        fprintf(stderr, "phalanx: restart-on=spare needs spare nodes (phx run --spares K)\n");
+        return PHX_EINVAL;
+    }
+    if (strcmp(n->cfg.restart_on, "survivors") && strcmp(n->cfg.restart_on, "spare") &&
+        strcmp(n->cfg.restart_on, "respawn")) {
+        fprintf(stderr, "phalanx: unknown restart-on=%s (survivors, spare or respawn)\n", n->cfg.restart_on);
         return PHX_EINVAL;
     }
     /* The termination detectors' counters cannot be rolled back (yet): a
@@ -1501,6 +1730,11 @@ static int cr_init(phx_node_t *n, void **out)
     c->xfer_done = calloc(sz, 1);
     c->disk_ok = calloc(sz, 1);
     c->buddy = calloc(sz, sizeof *c->buddy);
+    c->rj_inc = calloc(sz, sizeof *c->rj_inc);
+    c->lost = calloc(sz, 1);
+    c->fresh = calloc(sz, 1);
+    c->rj_loc = calloc((size_t)c->nloc, sizeof *c->rj_loc);
+    c->rj_buddy = calloc(sz, sizeof *c->rj_buddy);
     c->dead = calloc(sz, 1);
     c->done = calloc(sz, 1);
     c->lh = calloc((size_t)n->nworkers, sizeof *c->lh);
@@ -1509,7 +1743,8 @@ static int cr_init(phx_node_t *n, void **out)
     uint32_t *host = calloc(sz, sizeof *host);
     *out = c;
     if (!c->ring || !c->loc || !c->buddy || !c->dead || !c->done || !c->lh || !c->lt || !c->wgen || !c->disk_ok || !host ||
-        !c->xfer || !c->xfer_len || !c->xfer_epoch || !c->xfer_done ||
+        !c->xfer || !c->xfer_len || !c->xfer_epoch || !c->xfer_done || !c->rj_inc || !c->lost || !c->fresh ||
+        !c->rj_loc || !c->rj_buddy || phx_ck_join_init(&c->join, n->size) ||
         phx_ck_commit_init(&c->commit, n->size) || phx_ck_round_init(&c->round, n->size) ||
         phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc)) {
         free(host);
@@ -1535,9 +1770,10 @@ static int cr_init(phx_node_t *n, void **out)
     char pt[16];
     if (die && sscanf(die, "%d:%llu:%15s", &dr, &de, pt) == 3 && dr == n->rank) {
         c->die_epoch = de;
-        c->die_point = !strcmp(pt, "stored") ? DIE_STORED : !strcmp(pt, "rollback") ? DIE_ROLLBACK : DIE_NONE;
+        c->die_point = !strcmp(pt, "stored") ? DIE_STORED : !strcmp(pt, "rollback") ? DIE_ROLLBACK
+                     : !strcmp(pt, "rejoin") ? DIE_REJOIN : DIE_NONE;
         if (c->die_point == DIE_NONE) {
-            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback)\n", pt);
+            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback|rejoin)\n", pt);
             return PHX_EINVAL;
         }
     }
@@ -1547,7 +1783,23 @@ static int cr_init(phx_node_t *n, void **out)
     c->async.data = c;
     uv_timer_init(&n->loop, &c->timer);
     c->timer.data = c;
+    uv_timer_init(&n->loop, &c->rj_timer);
+    c->rj_timer.data = c;
     c->open = 1;
+    c->respawn = !strcmp(n->cfg.restart_on, "respawn");
+    if (phx_recovery_rejoining(n)) {
+        /* A new incarnation of a lost rank: nothing runs until the round
+         * that takes it in restores its state from its buddy's copy. */
+        PHX_INFO("ckpt", "incarnation %u of rank %d: waiting to be taken back in", n->inc, n->rank);
+        if (c->die_point == DIE_REJOIN && c->die_epoch == n->inc)
+            raise(SIGKILL);   /* test: a respawn that dies before it connects (EPOCH = incarnation) */
+        c->joining = 1;
+        c->t_fail = phx_now_ns();   /* recovery_done counts from this process's start */
+        c->phase = PH_REC;
+        c->state_sent = 1;
+        pause_workers(c);
+        uv_timer_start(&c->rj_timer, on_rj_timer, 2 * (uint64_t)n->cfg.startup_timeout_ms, 0);
+    }
     if (c->restarting) {
         /* Nothing runs before the restore: the main task rank 0 creates
          * at job start is dropped by it. */
@@ -1611,6 +1863,8 @@ static void cr_stop(void *st)
     c->open = 0;
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, closed);
+    uv_timer_stop(&c->rj_timer);
+    uv_close((uv_handle_t *)&c->rj_timer, closed);
     uv_close((uv_handle_t *)&c->async, closed);
     /* Paused workers leave for good: they must reach their STOP message. */
     pthread_mutex_lock(&c->mu);
@@ -1627,6 +1881,12 @@ static void cr_destroy(void *st)
     phx_ck_round_free(&c->round);
     phx_ck_filter_free(&c->filt);
     phx_ck_store_free(&c->store);
+    phx_ck_join_free(&c->join);
+    free(c->rj_inc);
+    free(c->lost);
+    free(c->fresh);
+    free(c->rj_loc);
+    free(c->rj_buddy);
     if (c->n->loc == c->loc)
         c->n->loc = NULL;
     free(c->ring);
@@ -1659,6 +1919,7 @@ const phx_recovery_ops_t phx_recovery_cr = {
     .on_deliver = cr_on_deliver,
     .on_ctrl = handle_ctrl,
     .on_failure = cr_on_failure,
+    .on_peer_up = cr_on_peer_up,
     .on_checkpoint = cr_on_checkpoint,
     .worker_pause = cr_worker_pause,
     .stop = cr_stop,

@@ -51,7 +51,10 @@ static const opt_t opts[] = {
       "seconds between automatic checkpoints under recovery=cr (0: only phx_checkpoint)", "a whole number of seconds >= 0, e.g. 10"),
     O("ckpt-dir", OPT_STR, ckpt_dir, "", "directory for disk checkpoints under recovery=cr (\"\": memory only)", NULL),
     O("restart", OPT_STR, restart, "", "restart a recovery=cr job from the last disk checkpoint in this directory", NULL),
-    O("restart-on", OPT_STR, restart_on, "survivors", "where a lost node's tasks restart", "survivors"),
+    O("restart-on", OPT_STR, restart_on, "survivors", "where a lost node's tasks restart under recovery=cr",
+      "survivors, spare or respawn"),
+    O("spares", OPT_INT, spares, "0", "idle spare nodes among the ranks (the last ones; set by phx run --spares)",
+      NULL),
 };
 #undef O
 #define NOPTS (sizeof opts / sizeof opts[0])

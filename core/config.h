@@ -45,6 +45,7 @@ typedef struct phx_config {
     int ckpt_interval;               /* seconds between automatic checkpoints (0: none) */
     char ckpt_dir[512];              /* disk checkpoints ("" = memory only) */
     char restart_on[16];             /* survivors|spare|respawn */
+    int spares;                      /* the last `spares` ranks hold no tasks until one stands in */
     char restart[512];               /* restart from the disk checkpoint in this dir */
     int metrics_port;                /* /metrics on this + rank (0: off) */
 } phx_config_t;

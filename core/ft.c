@@ -206,6 +206,24 @@ static void on_timer(uv_timer_t *t)
 
 /* ---- hooks --------------------------------------------------------------- */
 
+static int make_hb(phx_ft_t *ft, uint16_t view, phx_ft_hb_t **out)
+{
+    phx_node_t *n = ft->n;
+    phx_ft_hb_cfg_t cfg = {
+        .nranks = n->size,
+        .rank = n->rank,
+        .incarnation = n->inc,
+        .view = view,
+        .ring = ft->ring,
+        .delta_ns = (uint64_t)n->cfg.hb_timeout_ms * 1000000ull,
+        .eta_ns = (uint64_t)n->cfg.hb_period_ms * 1000000ull,
+        /* hint grace (delta/2) and stall slack (eta): detector defaults */
+    };
+    phx_ft_hb_env_t env = { .ctx = ft, .send = hb_send, .on_dead = hb_on_dead,
+                            .on_fenced = hb_on_fenced };
+    return phx_ft_hb_create(&cfg, &env, out);
+}
+
 int phx_ft_init(phx_node_t *n)
 {
     if (!n->cfg.ft)
@@ -241,18 +259,7 @@ int phx_ft_init(phx_node_t *n)
     free(host);
     if (rc)
         return rc;
-    phx_ft_hb_cfg_t cfg = {
-        .nranks = n->size,
-        .rank = n->rank,
-        .incarnation = n->inc,
-        .ring = ft->ring,
-        .delta_ns = (uint64_t)n->cfg.hb_timeout_ms * 1000000ull,
-        .eta_ns = (uint64_t)n->cfg.hb_period_ms * 1000000ull,
-        /* hint grace (delta/2) and stall slack (eta): detector defaults */
-    };
-    phx_ft_hb_env_t env = { .ctx = ft, .send = hb_send, .on_dead = hb_on_dead,
-                            .on_fenced = hb_on_fenced };
-    if ((rc = phx_ft_hb_create(&cfg, &env, &ft->hb)))
+    if ((rc = make_hb(ft, 0, &ft->hb)))
         return rc;
     ft->emitter = phx_ft_hb_emitter(ft->hb);
     ft->observer = phx_ft_hb_observer(ft->hb);
@@ -300,6 +307,38 @@ void phx_ft_start(phx_node_t *n)
     if (rc)
         PHX_ERROR("ft", "detector start failed: %s", phx_strerror(rc));
     flush(ft);
+}
+
+int phx_ft_new_view(phx_node_t *n, uint16_t view, const uint8_t *dead)
+{
+    phx_ft_t *ft = n->ft;
+    if (!ft || ft->stopped)
+        return 0;
+    phx_ft_hb_t *hb;
+    int k = 0, *l = malloc((size_t)n->size * sizeof *l);
+    if (!l)
+        return PHX_ENOMEM;
+    for (int r = 0; r < n->size; r++)
+        if (dead[r] && r != n->rank)
+            l[k++] = r;
+    int rc = make_hb(ft, view, &hb);
+    if (!rc && (rc = phx_ft_hb_preset_dead(hb, l, k)))
+        phx_ft_hb_destroy(hb);
+    free(l);
+    if (rc)
+        return rc;
+    phx_ft_hb_destroy(ft->hb);
+    ft->hb = hb;
+    ft->declared_seen = 0;
+    memset(ft->down, 0, (size_t)n->size);
+    ft->started = 1;   /* a rejoining node starts here, not at all-up */
+    PHX_INFO("ft", "membership view %u: %d dead, emitter %d, observer %d", (unsigned)view, k,
+             phx_ft_hb_emitter(hb), phx_ft_hb_observer(hb));
+    phx_evlog("view", "\"view\":%u,\"dead\":%d", (unsigned)view, k);
+    if ((rc = phx_ft_hb_start(hb, now_ns())))
+        return rc;
+    flush(ft);
+    return 0;
 }
 
 /* Logs a received BCASTMSG (wire format in ft/hb/README.md) for the chaos
@@ -388,6 +427,8 @@ int phx_ft_on_link_failed(phx_node_t *n, int peer)
     phx_ft_t *ft = n->ft;
     if (!ft || ft->stopped || ft->fenced_done || phx_ft_hb_is_dead(ft->hb, peer))
         return 0;
+    if (!ft->started)
+        return 1;   /* a rejoining node, not a member yet: the links still come back */
     /* Several adjacent ring members dying together are declared one after
      * another, about delta apart (seed 002's T(f)): while notices keep
      * coming the silent peer may well be the next one, so wait until the

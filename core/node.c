@@ -448,6 +448,11 @@ static int on_link_failed(void *ctx, int peer)
     return 0;
 }
 
+static void on_peer_up(void *ctx, int peer, uint32_t inc)
+{
+    phx_recovery_on_peer_up(ctx, peer, inc);
+}
+
 static void on_fatal(void *ctx, int code, const char *why)
 {
     phx_node_t *n = ctx;
@@ -495,6 +500,8 @@ static void on_all_up(void *ctx)
     }
     PHX_INFO("node", "all %d peers connected", n->size - 1);
     n->all_up = 1;
+    if (phx_recovery_rejoining(n))
+        return;   /* the job runs already: the recovery round takes us in */
     phx_ft_start(n);
     if (n->rank != 0) {
         phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = PHX_CTRL_READY, .src = (uint64_t)n->rank };
@@ -797,11 +804,17 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     }
     n->rank = n->cfg.rank;
     n->size = n->cfg.size;
+    if (n->cfg.spares >= n->size) {
+        fprintf(stderr, "phalanx: spares=%d leaves no node for the program (size %d)\n", n->cfg.spares, n->size);
+        return 2;
+    }
+    /* Spares are the last ranks: the program never places work there. */
+    n->app_size = n->size - n->cfg.spares;
     n->main_type = main_type;
     n->main_arg = arg;
     n->main_len = len;
-    const char *incs = getenv("PHX_INCARNATION");
-    n->inc = incs ? (uint32_t)strtoul(incs, NULL, 10) : 0;
+    if (phx_recovery_incarnation(n->rank, &n->inc))
+        return 2;
     phx_log_set_rank(n->rank);
     phx_node_current = n;
     if (phx_evlog_open(n->cfg.eventlog, n->rank))
@@ -897,7 +910,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
 
     phx_net_cb_t cb = { .ctx = n, .on_frame = on_frame, .on_peer_down = on_peer_down,
                         .on_all_up = on_all_up, .on_drain = on_drain, .on_read_end = on_read_end, .on_fatal = on_fatal,
-                        .on_link_failed = on_link_failed };
+                        .on_link_failed = on_link_failed, .on_peer_up = on_peer_up };
     const char *step = "cannot watch for the launcher";
     n->starting = 1;
     rc = lifeline_open(n);
@@ -1092,7 +1105,7 @@ int phx_send(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len)
 phx_tid_t phx_spawn_on(phx_ctx_t *c, int type, int node, const void *arg, size_t len)
 {
     phx_node_t *n = c->w->node;
-    if (type < 0 || type >= phx_ntypes || node < 0 || node >= n->size || (len && !arg))
+    if (type < 0 || type >= phx_ntypes || node < 0 || node >= n->app_size || (len && !arg))
         return PHX_TID_NONE;
     phx_msg_t *m = phx_msg_alloc(len);
     if (!m)
@@ -1116,7 +1129,7 @@ phx_tid_t phx_spawn(phx_ctx_t *c, int type, const void *arg, size_t len)
     /* Spread by a hash of (creator, sequence): deterministic, no lookups. */
     uint64_t h = ((uint64_t)n->rank << 32 | atomic_load_explicit(&n->next_seq, memory_order_relaxed))
                  * 0x9e3779b97f4a7c15ULL;
-    return phx_spawn_on(c, type, (int)((h >> 33) % (uint64_t)n->size), arg, len);
+    return phx_spawn_on(c, type, (int)((h >> 33) % (uint64_t)n->app_size), arg, len);
 }
 
 void phx_exit(phx_ctx_t *c, int code)
@@ -1133,7 +1146,7 @@ void phx_exit(phx_ctx_t *c, int code)
 void phx_task_done(phx_ctx_t *c) { c->done = 1; }
 phx_tid_t phx_self(const phx_ctx_t *c) { return c->task ? c->task->id : PHX_TID_NONE; }
 int phx_rank(const phx_ctx_t *c) { return c->w->node->rank; }
-int phx_size(const phx_ctx_t *c) { return c->w->node->size; }
+int phx_size(const phx_ctx_t *c) { return c->w->node->app_size; }
 int phx_worker(const phx_ctx_t *c) { return c->w->id; }
 
 void phx_get_stats(phx_ctx_t *c, phx_stats_t *s)

@@ -82,6 +82,7 @@ struct phx_worker {
 struct phx_node {
     phx_config_t cfg;
     int rank, size;
+    int app_size;               /* ranks the program sees: size less the spares (cfg.spares) */
     uint32_t inc;               /* incarnation (epoch) of this node */
     uv_loop_t loop;
     uv_async_t async;

@@ -2,7 +2,10 @@
 #include "core/recovery.h"
 
 #include <stdio.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/node.h"
 #include "phx_err.h"
@@ -81,6 +84,57 @@ int phx_recovery_on_ctrl(phx_node_t *n, int peer, const phx_frame_hdr_t *h, cons
 int phx_recovery_on_failure(phx_node_t *n, int rank)
 {
     return n->rec && n->rec->on_failure ? n->rec->on_failure(n->rec_st, rank) : 0;
+}
+
+void phx_recovery_on_peer_up(phx_node_t *n, int peer, uint32_t inc)
+{
+    if (n->rec && n->rec->on_peer_up)
+        n->rec->on_peer_up(n->rec_st, peer, inc);
+}
+
+int phx_recovery_incarnation(int rank, uint32_t *inc)
+{
+    const char *v = getenv("PHX_INCARNATION"), *pat = getenv("PHX_INCARNATION_FILE");
+    *inc = 0;
+    if (v && *v) {
+        *inc = (uint32_t)strtoul(v, NULL, 10);
+        return 0;
+    }
+    if (!pat || !*pat)
+        return 0;
+    char path[4000];
+    const char *r = strstr(pat, "%r");
+    if (r)
+        snprintf(path, sizeof path, "%.*s%d%s", (int)(r - pat), pat, rank, r + 2);
+    else
+        snprintf(path, sizeof path, "%s", pat);
+    unsigned long k = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%lu", &k) != 1)
+            k = 0;
+        fclose(f);
+    }
+    /* Written before the node runs: a crash right after still counts. */
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = fopen(tmp, "w");
+    int ok = f && fprintf(f, "%lu\n", k + 1) > 0;
+    if (f)
+        ok &= fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f)
+        ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path)) {
+        fprintf(stderr, "phalanx: cannot advance the incarnation counter %s: %s\n", path, strerror(errno));
+        return PHX_EIO;
+    }
+    *inc = (uint32_t)k;
+    return 0;
+}
+
+int phx_recovery_rejoining(const phx_node_t *n)
+{
+    return n->inc > 0 && n->cfg.ft && !strcmp(n->cfg.recovery, "cr") && !strcmp(n->cfg.restart_on, "respawn");
 }
 
 void phx_recovery_worker_pause(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt)

@@ -54,6 +54,9 @@ typedef struct phx_recovery_ops {
     /* Worker thread, at a handler boundary while n->rec_pause is set:
      * blocks until released. lh/lt is the worker's unhandled batch. */
     void (*worker_pause)(void *st, phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt);
+    /* The transport (re)accepted peer with incarnation inc: a rank that
+     * rejoins after being declared dead comes through here. Optional. */
+    void (*on_peer_up)(void *st, int peer, uint32_t inc);
     /* The job is ending: close handles. Then destroy after the loop. */
     void (*stop)(void *st);
     void (*destroy)(void *st);
@@ -73,6 +76,17 @@ int phx_recovery_on_deliver(phx_node_t *n, int peer, const phx_frame_hdr_t *h);
 /* 1 if h is a recovery control frame (consumed). */
 int phx_recovery_on_ctrl(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const uint8_t *payload);
 int phx_recovery_on_failure(phx_node_t *n, int rank);
+void phx_recovery_on_peer_up(phx_node_t *n, int peer, uint32_t inc);
+/* This process is a new incarnation of a rank that must rejoin a running
+ * job (recovery=cr, restart-on=respawn, PHX_INCARNATION > 0): it neither
+ * starts the detector nor the job at all-up; the recovery round does. */
+int phx_recovery_rejoining(const phx_node_t *n);
+/* This process's incarnation: PHX_INCARNATION (phx run sets it when it
+ * respawns a node), else PHX_INCARNATION_FILE: a counter kept where a
+ * restarted process finds it again (a container's own filesystem survives
+ * a restart policy's restart; %r is replaced by the rank), read and
+ * advanced at each start; else 0. 0 or a negative code after printing why. */
+int phx_recovery_incarnation(int rank, uint32_t *inc);
 void phx_recovery_worker_pause(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt);
 void phx_recovery_stop(phx_node_t *n);
 void phx_recovery_free(phx_node_t *n);

@@ -7,6 +7,7 @@
 
 #include "net/auth.h"
 #include "net/link.h"
+#include "ft/ckpt/member.h"
 #include "phx_err.h"
 #include "phx_log.h"
 
@@ -107,6 +108,12 @@ struct phx_net {
     int ack_armed;
     int nconns, stop_timer_open;
     uint64_t bad_conns;         /* connections closed for a violation or failed auth */
+    uint64_t stale_frames;      /* frames of another incarnation than the peer's current one */
+    /* recovery=cr, restart-on=respawn: a rank declared dead may come back
+     * with a higher incarnation (rejoin); rejoining: we are such a process,
+     * (re)dialling every peer until taken in: a peer may drop our first
+     * connection while it has not yet declared our old incarnation dead. */
+    int rejoin, rejoining;
     int cut_peer, cut_left, cut_forever;   /* PHX_DEBUG_CUT_LINK */
     uint64_t cut_after;
     int handles;                /* open handles; stop completes at zero */
@@ -116,6 +123,7 @@ struct phx_net {
 
 static void conn_close(conn_t *c, const char *why);
 static void conn_close_f(conn_t *c, const char *why, int flags);
+static void report_down(peer_t *p, int graceful, const char *why);
 
 static int buf_reserve(buf_t *b, size_t extra)
 {
@@ -416,6 +424,28 @@ static void peer_up(conn_t *c)
 {
     phx_net_t *n = c->net;
     peer_t *p = c->peer;
+    uint32_t inc = (uint32_t)phx_auth_peer_inc(c->auth);
+    int admit = n->rejoin && p->ever_up ? phx_ck_inc_admit(p->inc, p->dead, inc) : PHX_CK_ADMIT;
+    if (admit != PHX_CK_ADMIT) {
+        /* The old incarnation must be declared dead everywhere before the
+         * new one joins (its state comes back from a checkpoint, never
+         * from the link): refuse until then, and tell the detector that
+         * the old process is gone. The caller redials. */
+        conn_close(c, admit == PHX_CK_STALE ? "an old incarnation"
+                                            : "a new incarnation before the old one was declared dead");
+        if (admit == PHX_CK_WAIT) {
+            p->gone = 1;
+            report_down(p, 0, "a new incarnation is calling");
+        }
+        return;
+    }
+    int rejoined = p->dead;
+    if (rejoined) {
+        PHX_WARN("net", "rank %d rejoined as incarnation %u (incarnation %u is dead)", p->rank, inc, p->inc);
+        p->dead = 0;
+        p->down_reported = 0;
+        p->strikes = 0;
+    }
     c->up = 1;
     p->up = 1;
     uv_timer_stop(&p->lost);
@@ -426,8 +456,7 @@ static void peer_up(conn_t *c)
      * must still start (the failure detector handles the dead one). */
     int first = !p->ever_up;
     p->ever_up = 1;
-    uint32_t inc = (uint32_t)phx_auth_peer_inc(c->auth);
-    if (first) {
+    if (first || rejoined) {
         PHX_INFO("net", "rank %d up (incarnation %u)", p->rank, inc);
     } else if (inc != p->inc) {
         /* A new process: nothing it received before survives, nor does
@@ -528,12 +557,16 @@ static int handle_frame(conn_t *c, const phx_frame_hdr_t *h, const uint8_t *payl
             }
             if (!c->peer) {   /* accepting side: the HELLO names the peer */
                 int64_t r = phx_auth_peer_rank(c->auth);
-                if (r <= n->rank || r >= n->size) {
+                /* A rejoining rank dials every peer; its incarnation is
+                 * checked once authenticated (peer_up). */
+                int back = n->rejoin && r >= 0 && r < n->size && r != n->rank && n->peers[r].ever_up &&
+                           (uint32_t)phx_auth_peer_inc(c->auth) > n->peers[r].inc;
+                if ((r <= n->rank && !back) || r >= n->size || r == n->rank) {
                     conn_close_f(c, "HELLO from a rank that should not dial us", CC_STRIKE);
                     return -1;
                 }
                 peer_t *p = &n->peers[r];
-                if (p->dead || p->refused || p->left) {
+                if ((p->dead && !back) || p->refused || p->left) {
                     conn_close(c, p->dead ? "HELLO from a rank declared dead"
                                           : p->left ? "HELLO from a rank that left"
                                                     : "HELLO from a refused rank");
@@ -574,6 +607,7 @@ static int handle_frame(conn_t *c, const phx_frame_hdr_t *h, const uint8_t *payl
         return -1;
     }
     if (h->inc != c->peer->inc) {
+        n->stale_frames++;
         PHX_DEBUG("net", "dropped frame from rank %d incarnation %u (current %u)",
                   c->peer->rank, h->inc, c->peer->inc);
         return 0;
@@ -828,7 +862,7 @@ static void conn_close_f(conn_t *c, const char *why, int flags)
     }
     if (flags & CC_STRIKE)
         strike(c, why);
-    if (p && p->conn == NULL && p->rank < n->rank && !n->stopping)
+    if (p && p->conn == NULL && (p->rank < n->rank || n->rejoining) && !n->stopping)
         schedule_retry(p);
     if (flags & CC_RESET)
         uv_tcp_close_reset(&c->tcp, conn_closed);
@@ -1018,10 +1052,17 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
         return PHX_EIO;
     }
     uv_timer_start(&n->deadline, on_deadline, (uint64_t)cfg->startup_timeout_ms, 0);
-    for (int r = 0; r < n->rank; r++)
-        dial(&n->peers[r]);
+    n->rejoin = !strcmp(cfg->recovery, "cr") && !strcmp(cfg->restart_on, "respawn");
+    n->rejoining = n->rejoin && inc > 0;
+    for (int r = 0; r < (n->rejoining ? n->size : n->rank); r++)
+        if (r != n->rank)
+            dial(&n->peers[r]);
     return 0;
 }
+
+uint64_t phx_net_stale_frames(const phx_net_t *n) { return n->stale_frames; }
+
+void phx_net_rejoined(phx_net_t *n) { n->rejoining = 0; }
 
 int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
                  size_t prefix_len, const void *payload, size_t len, uint64_t charge)

@@ -70,6 +70,16 @@ typedef struct phx_net_cb {
  * negative code (bind failure is reported here, not through on_fatal). */
 int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secret,
                   size_t secret_len, uint32_t inc, const phx_net_cb_t *cb, phx_net_t **out);
+/* Rejoin (recovery=cr, restart-on=respawn): a rank declared dead is accepted
+ * again, with on_peer_up, when it comes back with a higher incarnation; a
+ * new incarnation of a rank not yet declared dead is refused (and reported
+ * down) until it is. A node started with inc > 0 dials every peer. */
+/* The rejoining node was taken in: from now on only the higher rank of a
+ * pair redials, as usual. */
+void phx_net_rejoined(phx_net_t *n);
+/* Frames dropped because they carried another incarnation than the peer's
+ * current one. */
+uint64_t phx_net_stale_frames(const phx_net_t *n);
 
 /* Queues one frame to peer: h's type, src, dst, ssn and tag are used; len is
  * prefix_len + len and inc is the node's. The prefix (e.g. a termination

@@ -1,6 +1,6 @@
 /* Wire format (little endian through core/common/phx_wire.h, lengths exact,
  * see README.md):
- *   header  u8 version=1, u8 type, u16 0, u32 sender, u32 incarnation, u32 nranks
+ *   header  u8 version=1, u8 type, u16 view, u32 sender, u32 incarnation, u32 nranks
  *   HEARTBEAT                header, u32 ndead, u64 digest of D
  *   NEWOBSERVER              header
  *   YOU_ARE_DEAD             header, u32 target, u32 target incarnation
@@ -25,7 +25,7 @@
 #include "ft/hb/ring.h"
 
 #define WIRE_VERSION 1
-#define HDR_LEN      16   /* u8 ver, u8 type, u16 flags, u32 sender, u32 inc, u32 nranks */
+#define HDR_LEN      16   /* u8 ver, u8 type, u16 view, u32 sender, u32 inc, u32 nranks */
 #define BEAT_LEN     (HDR_LEN + 12)   /* + u32 ndead, u64 digest */
 #define YAD_LEN      (HDR_LEN + 8)    /* + u32 target, u32 target_inc */
 #define DSET_REPLY   1u
@@ -75,6 +75,7 @@ struct phx_ft_hb {
     phx_ft_hb_shared_t *sh;
     int n, me;
     uint32_t inc;
+    uint16_t view;              /* membership view (cfg.view): other views are dropped */
     uint64_t delta, eta, grace, slack;
     int list_max;               /* cfg.bcast_list_max resolved; < 0: always compact */
     const int *ring, *pos;      /* sh's */
@@ -178,7 +179,7 @@ static void put_hdr(const phx_ft_hb_t *hb, phx_wenc_t *e, unsigned type)
 {
     phx_wenc_u8(e, WIRE_VERSION);
     phx_wenc_u8(e, (uint8_t)type);
-    phx_wenc_u16(e, 0);
+    phx_wenc_u16(e, hb->view);
     phx_wenc_u32(e, (uint32_t)hb->me);
     phx_wenc_u32(e, hb->inc);
     phx_wenc_u32(e, (uint32_t)hb->n);
@@ -211,7 +212,8 @@ static int list_has(const uint8_t *l, uint32_t nd, uint32_t r)
     return 0;
 }
 
-/* Full structural validation; touches no state. */
+/* Full structural validation; touches no state. 1: valid frame of another
+ * membership view (a rank rejoined since, or not yet here): not ours. */
 static int decode(const phx_ft_hb_t *hb, int src, unsigned type, const uint8_t *p, size_t len,
                   struct wire *w)
 {
@@ -219,14 +221,15 @@ static int decode(const phx_ft_hb_t *hb, int src, unsigned type, const uint8_t *
         return PHX_EPROTO;
     phx_wdec_t d;
     phx_wdec_init(&d, p, len);
-    unsigned ver = phx_wdec_u8(&d), t = phx_wdec_u8(&d), flags = phx_wdec_u16(&d);
+    unsigned ver = phx_wdec_u8(&d), t = phx_wdec_u8(&d), view = phx_wdec_u16(&d);
     uint32_t sender = phx_wdec_u32(&d);
     memset(w, 0, sizeof(*w));
     w->inc = phx_wdec_u32(&d);
     uint32_t n = phx_wdec_u32(&d);
-    if (d.err || ver != WIRE_VERSION || t != type || flags || sender != (uint32_t)src ||
-        n != (uint32_t)hb->n)
+    if (d.err || ver != WIRE_VERSION || t != type || sender != (uint32_t)src || n != (uint32_t)hb->n)
         return PHX_EPROTO;
+    if (view != hb->view)
+        return 1;
     w->type = type;
     w->sender = src;
     switch (type) {
@@ -422,6 +425,7 @@ int phx_ft_hb_create(const phx_ft_hb_cfg_t *cfg, const phx_ft_hb_env_t *env, phx
     hb->n = n;
     hb->me = cfg->rank;
     hb->inc = cfg->incarnation;
+    hb->view = cfg->view;
     hb->delta = cfg->delta_ns;
     hb->eta = cfg->eta_ns ? cfg->eta_ns : (cfg->delta_ns / 10 ? cfg->delta_ns / 10 : 1);
     hb->grace = cfg->hint_grace_ns ? cfg->hint_grace_ns : cfg->delta_ns / 2;
@@ -488,6 +492,25 @@ int phx_ft_hb_start(phx_ft_hb_t *hb, uint64_t now)
     return 0;
 }
 
+static int find_emitter(const phx_ft_hb_t *hb);
+static int find_observer(const phx_ft_hb_t *hb);
+static void add_dead_quiet(phx_ft_hb_t *hb, int r);
+
+int phx_ft_hb_preset_dead(phx_ft_hb_t *hb, const int *ranks, int k)
+{
+    if (hb->started || hb->fenced || k < 0 || (k && !ranks))
+        return PHX_EINVAL;
+    for (int i = 0; i < k; i++)
+        if (ranks[i] < 0 || ranks[i] >= hb->n || ranks[i] == hb->me)
+            return PHX_EINVAL;
+    for (int i = 0; i < k; i++)
+        if (!is_dead(hb, ranks[i]))
+            add_dead_quiet(hb, ranks[i]);
+    hb->emitter = find_emitter(hb);
+    hb->observer = find_observer(hb);
+    return 0;
+}
+
 /* ---- core ----------------------------------------------------------------- */
 
 static void fence(phx_ft_hb_t *hb, const char *why, int by)
@@ -507,10 +530,8 @@ static void arm_susp(phx_ft_hb_t *hb, uint64_t t)
     hb->confirming = 0;
 }
 
-static void add_dead(phx_ft_hb_t *hb, int r, uint64_t now)
+static void add_dead_quiet(phx_ft_hb_t *hb, int r)
 {
-    if (is_dead(hb, r) || r == hb->me)
-        return;
     if (hb->ndead == hb->dead_cap) {
         int cap = hb->dead_cap ? 2 * hb->dead_cap : 16;
         int *l = realloc(hb->dead_list, sizeof(int) * (size_t)cap);
@@ -526,6 +547,13 @@ static void add_dead(phx_ft_hb_t *hb, int r, uint64_t now)
     hb->dead[r >> 6] |= 1ull << (r & 63);
     hb->dead_list[hb->ndead++] = r;
     hb->digest ^= mix((uint64_t)r);
+}
+
+static void add_dead(phx_ft_hb_t *hb, int r, uint64_t now)
+{
+    if (is_dead(hb, r) || r == hb->me)
+        return;
+    add_dead_quiet(hb, r);
     PHX_INFO("ft.hb", "rank %d dead (%d known)", r, hb->ndead);
     if (hb->env.on_dead)
         hb->env.on_dead(hb->env.ctx, r, now);
@@ -730,7 +758,8 @@ static void start_bcast(phx_ft_hb_t *hb, int dead)
     int compact = hb->list_max < 0 || nd > (uint32_t)hb->list_max;
     if (compact)
         nl = nd < TAIL_MAX ? nd : TAIL_MAX;
-    memcpy(hb->own, hb->dead_list + (nd - nl), sizeof(int) * nl);
+    if (nl)   /* dead_list is NULL until the first death */
+        memcpy(hb->own, hb->dead_list + (nd - nl), sizeof(int) * nl);
     qsort(hb->own, nl, sizeof(int), cmp_int);
     uint32_t seq = ++hb->bseq;
     int rc = compact ? topo_for(hb, hb->me, 0, NULL) : topo_for(hb, hb->me, nd, hb->own);
@@ -938,6 +967,10 @@ int phx_ft_hb_on_msg(phx_ft_hb_t *hb, int src, unsigned type, const void *buf, s
     note_call(hb, now);
     struct wire w;
     int rc = decode(hb, src, type, buf, len, &w);
+    if (rc == 1) {
+        hb->st.stale_view++;
+        return 0;
+    }
     int me_dead = 0;
     if (rc == 0 && type == PHX_FT_HB_BCASTMSG)
         rc = bcast_check(hb, &w, &me_dead);

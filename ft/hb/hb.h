@@ -82,6 +82,11 @@ typedef struct phx_ft_hb_cfg {
     int nranks;
     int rank;
     uint32_t incarnation;   /* this process's incarnation of `rank` */
+    /* Membership view, identical on every member: a rank that rejoins
+     * (recovery=cr, restart-on=respawn) starts a new view, in which every
+     * member builds a new instance with the agreed dead set (preset_dead).
+     * Messages of another view are dropped and counted (stale_view). */
+    uint16_t view;
     /* Ring order (position -> rank), identical on every node; copied.
      * NULL means 0, 1, ..., nranks-1. Build it with phx_ft_ring_build. */
     const int *ring;
@@ -118,6 +123,7 @@ typedef struct phx_ft_hb_stats {
     uint64_t bcast_dup;       /* copies suppressed by (origin, seq, cube, tree) */
     uint64_t stray_hb;        /* heartbeats from a live non-emitter */
     uint64_t stale_inc;       /* messages from an old incarnation, dropped */
+    uint64_t stale_view;      /* messages of another membership view, dropped */
     uint64_t stalls;          /* gaps past stall_slack: emitter got a fresh delta */
     uint64_t late;            /* gaps past 2 eta (late thread): bounded extension */
     uint64_t dset_merged;     /* DSETs that added to D (repairs past the broadcast) */
@@ -137,6 +143,10 @@ void phx_ft_hb_destroy(phx_ft_hb_t *hb);
 /* Arms the timers: first heartbeat at now, emitter silence tolerated for
  * 2*delta (start skew). Before start the instance only answers messages. */
 int phx_ft_hb_start(phx_ft_hb_t *hb, uint64_t now_ns);
+/* Before start: D = ranks[0..k) (the view's agreed dead set), silently (no
+ * on_dead: the runtime already knows). PHX_EINVAL after start or for a bad
+ * rank (own included). */
+int phx_ft_hb_preset_dead(phx_ft_hb_t *hb, const int *ranks, int k);
 
 /* Earliest time tick() has work; UINT64_MAX if none (not started, alone,
  * fenced). */

@@ -430,6 +430,44 @@ static void test_fencing_paths(void **state)
     phx_ft_hb_destroy(h5);
 }
 
+/* Membership views (a rank rejoined): a new instance starts from the agreed
+ * dead set without notices, and frames of another view are dropped. */
+static void test_view_preset(void **state)
+{
+    (void)state;
+    struct cap c;
+    memset(&c, 0, sizeof c);
+    phx_ft_hb_cfg_t cfg = { .nranks = 4, .rank = 0, .incarnation = 0, .view = 1, .delta_ns = DELTA };
+    phx_ft_hb_env_t env = { .ctx = &c, .send = cap_send, .on_dead = cap_dead, .on_fenced = cap_fenced };
+    phx_ft_hb_t *hb;
+    assert_int_equal(phx_ft_hb_create(&cfg, &env, &hb), 0);
+    int own = 0, d = 3;
+    assert_int_equal(phx_ft_hb_preset_dead(hb, &own, 1), PHX_EINVAL);
+    assert_int_equal(phx_ft_hb_preset_dead(hb, &d, 1), 0);
+    assert_true(phx_ft_hb_is_dead(hb, 3));
+    assert_int_equal(c.dead_calls[3], 0);      /* no notice: the runtime knows */
+    assert_int_equal(phx_ft_hb_emitter(hb), 2);   /* ring repaired around 3 */
+    assert_int_equal(phx_ft_hb_observer(hb), 1);
+    assert_int_equal(phx_ft_hb_start(hb, 0), 0);
+    assert_int_equal(phx_ft_hb_preset_dead(hb, &d, 1), PHX_EINVAL);   /* after start */
+    uint8_t b[32];
+    size_t len = enc_beat(b, 2, 0, 4, NULL, 0);   /* view 0: an older view */
+    assert_int_equal(phx_ft_hb_on_msg(hb, 2, PHX_FT_HB_HEARTBEAT, b, len, 1), 0);
+    phx_ft_hb_stats_t st;
+    phx_ft_hb_get_stats(hb, &st);
+    assert_int_equal(st.stale_view, 1);
+    assert_int_equal(st.recv[PHX_FT_HB_HEARTBEAT], 0);
+    b[2] = 1;   /* the same heartbeat in view 1 counts */
+    assert_int_equal(phx_ft_hb_on_msg(hb, 2, PHX_FT_HB_HEARTBEAT, b, len, 2), 0);
+    phx_ft_hb_get_stats(hb, &st);
+    assert_int_equal(st.recv[PHX_FT_HB_HEARTBEAT], 1);
+    /* Our own frames carry the view. */
+    assert_int_equal(phx_ft_hb_tick(hb, phx_ft_hb_next_deadline(hb)), 0);
+    assert_true(c.ns > 0);
+    assert_int_equal(c.s[c.ns - 1].buf[2], 1);
+    phx_ft_hb_destroy(hb);
+}
+
 /* Incarnations: an older one is dropped, a newer one proves the rank died. */
 static void test_incarnation(void **state)
 {
@@ -1587,6 +1625,7 @@ int main(void)
         cmocka_unit_test(test_t5_findemitter_exhaustive),
         cmocka_unit_test(test_fencing_paths),
         cmocka_unit_test(test_incarnation),
+        cmocka_unit_test(test_view_preset),
         cmocka_unit_test(test_dead_order),
         cmocka_unit_test(test_suspect_hint),
         cmocka_unit_test(test_suspect_gone),

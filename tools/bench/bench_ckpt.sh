@@ -6,7 +6,9 @@
 #  2. Restart time of one kill on 8 nodes, split from the event logs into
 #     detection (kill -> last survivor's notice), agreement (-> first
 #     rollback), state transfer (-> last restore) and re-execution (-> the
-#     main task logs again the last iteration it logged before the kill).
+#     main task logs again the last iteration it logged before the kill),
+#     for each RESTART_ON value (default: survivors spare respawn; respawn's
+#     agreement includes the new process starting and connecting).
 #  3. Forward-path overhead of periodic checkpoints against recovery=none
 #     (ckpt-interval 1 s and 10 s), interleaved rounds, paired medians.
 # Usage: tools/bench/bench_ckpt.sh BUILD_DIR [REPS]
@@ -79,9 +81,11 @@ fi
 # ---- 2. restart time ---------------------------------------------------------
 if part 2; then
 printf '\n| restart of one kill, 8 nodes, N=256 | detection | agreement | state transfer | re-execution |\n|---|---|---|---|---|\n'
+for on in ${RESTART_ON:-survivors spare respawn}; do
+sp=""; [ "$on" = spare ] && sp="--spares 1"
 for _ in $(seq "$REPS"); do
     rm -f "$T"/ev.* "$T/pids"
-    "$B/phx" run -n 8 --pidfile "$T/pids" "$B/jacobi" --phx-ft=1 --phx-recovery=cr \
+    "$B/phx" run -n 8 $sp --pidfile "$T/pids" "$B/jacobi" --phx-ft=1 --phx-recovery=cr --phx-restart-on="$on" \
         --phx-eventlog="$T/ev.%r.jsonl" -N 256 -i 3000 -c 100 >/dev/null 2>&1 &
     job=$!
     until grep -qs '"iter":350}' "$T"/ev.*.jsonl; do sleep 0.02; done
@@ -102,8 +106,9 @@ again = min(e["t"] for e in ev if e["ev"] == "jacobi_iter" and e["t"] > done and
 print((notice - kill) / 1e6, (rb - notice) / 1e6, (max(rs, done) - rb) / 1e6, (again - done) / 1e6)
 EOF
 done >"$T/rs"
-printf '| ms (median) | %s | %s | %s | %s |\n' "$(awk '{print $1}' "$T/rs" | median)" "$(awk '{print $2}' "$T/rs" | median)" \
-    "$(awk '{print $3}' "$T/rs" | median)" "$(awk '{print $4}' "$T/rs" | median)"
+printf '| ms (median), restart-on=%s | %s | %s | %s | %s |\n' "$on" "$(awk '{print $1}' "$T/rs" | median)" \
+    "$(awk '{print $2}' "$T/rs" | median)" "$(awk '{print $3}' "$T/rs" | median)" "$(awk '{print $4}' "$T/rs" | median)"
+done
 
 fi
 

@@ -35,6 +35,8 @@ static void usage(FILE *fp)
         "      --quiet            no status line (see README, \"Watching a job\")\n"
         "      --pidfile FILE     write 'rank pid host' lines once all nodes started\n"
         "      --restart DIR      restart a recovery=cr job from its last disk checkpoint in DIR\n"
+        "      --spares K         K more nodes (the last ranks), idle until one stands in for a\n"
+        "                         lost node (recovery=cr, restart-on=spare)\n"
         "                         (also env PHX_PIDFILE)\n"
         "      --base-port P      node ports P, P+1, ... per host (remote default %d;\n"
         "                         local default: free ports)\n"
@@ -168,6 +170,26 @@ static int build_hosts(const char *hostfile, int np, phx_hostlist_t *hl)
     return rc;
 }
 
+/* restart-on=respawn, from --phx-restart-on=... (the last wins) or
+ * PHX_RESTART_ON: the launcher restarts a node that died, at most
+ * PHX_RESPAWN_MAX times per rank (default 3). */
+static int respawn_max(char **prog)
+{
+    const char *v = getenv("PHX_RESTART_ON");
+    for (char **a = prog; *a; a++)
+        if (!strncmp(*a, "--phx-restart-on=", 17))
+            v = *a + 17;
+    if (!v || strcmp(v, "respawn"))
+        return 0;
+    const char *m = getenv("PHX_RESPAWN_MAX");
+    int k = 3;
+    if (m && *m && parse_int(m, 0, 1000000, &k)) {
+        fprintf(stderr, "phx: PHX_RESPAWN_MAX wants a count, got '%s'; using 3\n", m);
+        k = 3;
+    }
+    return k;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -177,12 +199,13 @@ static int cmd_run(int argc, char **argv)
         { "pidfile", required_argument, NULL, 'p' },
         { "base-port", required_argument, NULL, 'b' },
         { "restart", required_argument, NULL, 'r' },
+        { "spares", required_argument, NULL, 's' },
         { "quiet", no_argument, NULL, 'q' },
         { "help", no_argument, NULL, 'h' },
         { 0, 0, 0, 0 },
     };
     const char *hostfile = NULL, *pidfile = getenv("PHX_PIDFILE");
-    int np = 0, base = 0, abort_on_failure = 0, quiet = 0, c, nrt = 0;
+    int np = 0, base = 0, abort_on_failure = 0, quiet = 0, c, nrt = 0, spares = 0;
     /* Runtime flags given before PROGRAM; appended to its arguments, where
      * phx_main takes them out and checks them. */
     char **rtflags = calloc((size_t)argc + 1, sizeof *rtflags);
@@ -205,6 +228,13 @@ static int cmd_run(int argc, char **argv)
         case 'q': quiet = 1; break;
         case 'p': pidfile = optarg; break;
         case 'r': setenv("PHX_RESTART", optarg, 1); break;   /* recovery=cr: restart from DIR */
+        case 's':
+            if (parse_int(optarg, 0, PHX_HF_MAX_SLOTS - 1, &spares)) {
+                fprintf(stderr, "phx: --spares wants a count from 0 to %d, got '%s'\n", PHX_HF_MAX_SLOTS - 1, optarg);
+                free(rtflags);
+                return 2;
+            }
+            break;
         case 'n':
             if (parse_int(optarg, 1, PHX_HF_MAX_SLOTS, &np)) {
                 fprintf(stderr, "phx: -n wants a count from 1 to %d, got '%s'\n", PHX_HF_MAX_SLOTS, optarg);
@@ -265,9 +295,22 @@ static int cmd_run(int argc, char **argv)
         status = 2;
         goto out;
     }
-    if ((rc = phx_rt_build(&hl, np, &rt))) {
-        fprintf(stderr, "phx: cannot place %d nodes: %s\n", np, phx_strerror(rc));
+    /* Spares come on top of -n (or out of all slots without it): the
+     * last ranks, so the program's ranks are the same with or without. */
+    if ((rc = phx_rt_build(&hl, np ? np + spares : 0, &rt))) {
+        fprintf(stderr, "phx: cannot place %d nodes: %s\n", np + spares, phx_strerror(rc));
         goto out;
+    }
+    if (spares) {
+        char k[16];
+        snprintf(k, sizeof k, "%d", spares);
+        if (spares >= rt.n) {
+            fprintf(stderr, "phx: --spares %d leaves no node for the program (%d nodes)\n", spares, rt.n);
+            status = 2;
+            goto out;
+        }
+        if (setenv("PHX_SPARES", k, 1))
+            goto oom;
     }
     if (rt.oversubscribed)
         fprintf(stderr, "phx: note: %d nodes on %d slots; oversubscribing hosts round-robin\n",
@@ -355,7 +398,7 @@ static int cmd_run(int argc, char **argv)
 
     phx_job_t job = { .rt = &rt, .argv = prog, .prog_path = prog_path, .rsh = rsh,
                       .abort_on_failure = abort_on_failure, .grace = grace, .pidfile = pidfile,
-                      .quiet = quiet, .secret = secret };
+                      .quiet = quiet, .secret = secret, .respawn = respawn_max(prog) };
     status = phx_run_job(&job);
     goto out;
 oom:

@@ -39,6 +39,7 @@ typedef struct {
     size_t said;            /* bytes of output relayed */
     int alive;
     int status;
+    unsigned inc;           /* incarnation (PHX_INCARNATION): respawns so far */
 } proc_t;
 
 enum { WHY_NONE, WHY_SIGNAL, WHY_ABORT };
@@ -249,6 +250,41 @@ static void on_exit_status(run_t *R, proc_t *p)
     }
 }
 
+static int spawn(run_t *R, proc_t *p);
+static int write_pidfile(const run_t *R, const char *path);
+
+/* restart-on=respawn: a node that died (a signal, or fenced) comes back on
+ * the same host as the next incarnation, which rejoins the running job. */
+static void respawn(run_t *R, proc_t *p)
+{
+    int st = p->status;
+    if (!R->job->respawn || R->why != WHY_NONE || !R->nalive ||
+        !(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == EXIT_FENCED)))
+        return;
+    if ((int)p->inc >= R->job->respawn) {
+        fprintf(stderr, "phx: rank %d: not respawned again (%u respawns, PHX_RESPAWN_MAX)\n", p->rank, p->inc);
+        return;
+    }
+    for (int s = 0; s < 2; s++)
+        if (p->fd[s] >= 0)
+            close_stream(p, s);
+    if (p->life >= 0)
+        close(p->life);
+    p->life = -1;
+    p->inc++;
+    int rc = spawn(R, p);
+    if (rc) {
+        fprintf(stderr, "phx: cannot respawn rank %d on %s: %s\n", p->rank, R->job->rt->r[p->rank].host,
+                phx_strerror(rc));
+        return;
+    }
+    fprintf(stderr, "phx: rank %d respawned as incarnation %u (pid %d, restart-on=respawn)\n", p->rank, p->inc,
+            (int)p->pid);
+    phx_status_respawned(g_status, p->rank);
+    if (R->job->pidfile)
+        write_pidfile(R, R->job->pidfile);
+}
+
 static void reap(run_t *R)
 {
     for (;;) {
@@ -271,6 +307,7 @@ static void reap(run_t *R)
             phx_status_hide(g_status);   /* on_exit_status may print */
             on_exit_status(R, p);
             phx_status_exited(g_status, p->rank, st);
+            respawn(R, p);
             break;
         }
     }
@@ -321,13 +358,14 @@ static int local_size(const phx_ranktab_t *rt, int rank)
     return k;
 }
 
-/* environ plus PHX_STATUS_FD, PHX_RANK and PHX_LOCAL_SIZE, for a local node. */
-static char **local_env(const phx_job_t *job, int rank)
+/* environ plus PHX_STATUS_FD, PHX_RANK, PHX_LOCAL_SIZE and PHX_INCARNATION
+ * (a respawned node), for a local node. */
+static char **local_env(const phx_job_t *job, int rank, unsigned inc)
 {
     size_t n = 0;
     while (environ[n])
         n++;
-    char **e = calloc(n + 4, sizeof *e);
+    char **e = calloc(n + 5, sizeof *e);
     if (!e)
         return NULL;
     size_t k = 0;
@@ -335,6 +373,7 @@ static char **local_env(const phx_job_t *job, int rank)
         if (strncmp(environ[i], "PHX_RANK=", 9) && strncmp(environ[i], "PHX_STATUS_FD=", 14) &&
             strncmp(environ[i], "PHX_LOCAL_SIZE=", 15) &&
             strncmp(environ[i], "PHX_SECRET_STDIN=", 17) &&   /* a local node's stdin has no secret */
+            strncmp(environ[i], "PHX_INCARNATION=", 16) &&
             !(e[k++] = strdup(environ[i])))
             goto oom;
     if (g_status && !(e[k++] = strdup("PHX_STATUS_FD=3")))   /* see phx_status.h */
@@ -344,6 +383,10 @@ static char **local_env(const phx_job_t *job, int rank)
         goto oom;
     }
     if (asprintf(&e[++k], "PHX_LOCAL_SIZE=%d", local_size(job->rt, rank)) < 0) {
+        e[k] = NULL;
+        goto oom;
+    }
+    if (inc && asprintf(&e[++k], "PHX_INCARNATION=%u", inc) < 0) {
         e[k] = NULL;
         goto oom;
     }
@@ -361,14 +404,14 @@ static int forwarded(const char *kv)
            strncmp(kv, "PHX_PIDFILE=", 12) && strncmp(kv, "PHX_KILL_GRACE=", 15) &&
            strncmp(kv, "PHX_STATUS_FD=", 14) &&
            strncmp(kv, "PHX_SECRET=", 11) && strncmp(kv, "PHX_SECRET_STDIN=", 17) &&
-           strncmp(kv, "PHX_LOCAL_SIZE=", 15);
+           strncmp(kv, "PHX_LOCAL_SIZE=", 15) && strncmp(kv, "PHX_INCARNATION=", 16);
 }
 
 /* RSH... HOST env PHX_...=... PHX_RANK=r PHX_LOCAL_SIZE=l [PHX_SECRET_STDIN=1]
  * PROGRAM ARGS..., the remote part quoted because ssh hands it to the
  * remote shell as one string. ssh does not carry the environment, so every
  * PHX_* variable goes explicitly. */
-static char **remote_argv(const phx_job_t *job, int rank)
+static char **remote_argv(const phx_job_t *job, int rank, unsigned inc)
 {
     size_t n = 0, na = 0, nr = 0;
     while (environ[n])
@@ -377,7 +420,7 @@ static char **remote_argv(const phx_job_t *job, int rank)
         na++;
     while (job->rsh[nr])
         nr++;
-    char **v = calloc(nr + n + na + 6, sizeof *v);
+    char **v = calloc(nr + n + na + 7, sizeof *v);
     if (!v)
         return NULL;
     size_t k = 0;
@@ -396,6 +439,10 @@ static char **remote_argv(const phx_job_t *job, int rank)
     }
     if (job->secret && !(v[k++] = strdup("PHX_SECRET_STDIN=1")))
         goto oom;
+    if (inc && asprintf(&v[k++], "PHX_INCARNATION=%u", inc) < 0) {
+        v[k - 1] = NULL;
+        goto oom;
+    }
     for (size_t i = 0; i < na; i++)
         if (!(v[k++] = phx_shell_quote(job->argv[i])))
             goto oom;
@@ -411,10 +458,13 @@ static int spawn(run_t *R, proc_t *p)
     const phx_rank_t *rk = &job->rt->r[p->rank];
     int out[2], err[2], life[2];
     char **env = NULL, **av = NULL;
+    /* With PHX_INCARNATION_FILE the node counts its own starts, as it
+     * would under a container restart policy. */
+    unsigned inc = getenv("PHX_INCARNATION_FILE") ? 0 : p->inc;
     if (rk->local)
-        env = local_env(job, p->rank);
+        env = local_env(job, p->rank, inc);
     else
-        av = remote_argv(job, p->rank);
+        av = remote_argv(job, p->rank, inc);
     if (rk->local ? !env : !av) {
         free_vec(env);
         return PHX_ENOMEM;

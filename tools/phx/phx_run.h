@@ -19,6 +19,8 @@ typedef struct {
     int quiet;              /* no status line (phx_status.h) */
     const char *secret;     /* PHX_SECRET, sent to remote nodes as the first line of their
                              * stdin (never on a command line); NULL: PHX_SECRET_FILE */
+    int respawn;            /* restart-on=respawn: restarts per rank of a node that died
+                             * (signal or fenced), same host, incarnation + 1; 0: none */
 } phx_job_t;
 
 /* Runs the job to completion; returns the launcher's exit status. The

@@ -124,6 +124,14 @@ void phx_status_exited(phx_status_t *s, int rank, int st)
     nd->fenced = WIFEXITED(st) && WEXITSTATUS(st) == EXIT_FENCED;
 }
 
+void phx_status_respawned(phx_status_t *s, int rank)
+{
+    if (!s || rank < 0 || rank >= s->n)
+        return;
+    node_t *nd = &s->nodes[rank];
+    nd->exited = nd->killed = nd->fenced = 0;
+}
+
 static void fmt_dur(char *b, size_t cap, double sec)
 {
     if (sec < 60)

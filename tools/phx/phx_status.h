@@ -26,6 +26,8 @@ int phx_status_wfd(const phx_status_t *s);   /* the nodes' end (CLOEXEC); -1 if 
 void phx_status_read(phx_status_t *s);
 /* A local or remote node's process ended with wait status st. */
 void phx_status_exited(phx_status_t *s, int rank, int st);
+/* rank runs again (restart-on=respawn). */
+void phx_status_respawned(phx_status_t *s, int rank);
 /* Before other output on the terminal: erases the live line. */
 void phx_status_hide(phx_status_t *s);
 /* Redraws when due. Returns the ms until the next redraw is due. */
