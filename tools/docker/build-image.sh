@@ -12,7 +12,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 BUILD=${1:-$ROOT/build}
 IMAGE=${PHX_IMAGE:-phalanx:local}
-APPS="ring fib busy agree tdk pingpong"
+APPS="ring fib busy agree tdk pingpong jacobi uts"
 
 command -v docker >/dev/null || { echo "build-image: docker not found" >&2; exit 1; }
 BIN=$BUILD/bin

@@ -22,6 +22,11 @@
 #   PHX_DOCKER_DATA     host directory bind-mounted at /data in every node
 #                       (e.g. for PHX_EVENTLOG=/data/ev.%r.jsonl); unset: none
 #   PHX_DOCKER_USER     uid:gid the nodes run as (default: the caller's)
+#   PHX_DOCKER_RESTART  compose restart policy (default "no"); e.g.
+#                       "on-failure:3" with PHX_RECOVERY=cr,
+#                       PHX_RESTART_ON=respawn and
+#                       PHX_INCARNATION_FILE=/tmp/phx-inc.%r: a crashed node
+#                       comes back as the next incarnation and rejoins
 set -euo pipefail
 usage() { echo "usage: $0 N PROGRAM [ARGS...]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
@@ -36,6 +41,9 @@ NET=${PHX_DOCKER_SUBNET:-172.28.0}
 PORT=${PHX_DOCKER_PORT:-7000}
 PROJ=${PHX_DOCKER_PROJECT:-phx}
 USERID=${PHX_DOCKER_USER:-$(id -u):$(id -g)}
+RESTART=${PHX_DOCKER_RESTART:-no}
+case $RESTART in no|always|unless-stopped|on-failure|on-failure:[0-9]*) ;;
+    *) echo "gen-compose: PHX_DOCKER_RESTART must be no, always, unless-stopped or on-failure[:N]" >&2; exit 2 ;; esac
 SECRET=${PHX_SECRET:-$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')}
 JOBID=${PHX_JOB_ID:-$(( 0x$(od -An -tx8 -N8 /dev/urandom | tr -d ' \n') & 0x7fffffffffffffff ))}
 [ -n "$SECRET" ] || { echo "gen-compose: empty secret" >&2; exit 1; }
@@ -78,7 +86,7 @@ for ((r = 0; r < N; r++)); do
     command: [$CMD]
     user: $(q "$USERID")
     init: false
-    restart: "no"
+    restart: $(q "$RESTART")
     stop_grace_period: 2s
     labels:
       phx.job: $(q "$JOBID")

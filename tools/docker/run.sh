@@ -20,6 +20,9 @@
 #                       default: a temporary directory, removed at the end
 #   PHX_DOCKER_BUILD    build directory for build-image.sh (default <repo>/build)
 #   PHX_DOCKER_SUBNET   a.b.c of the /24 to use (default: a free 172.28.x)
+#   PHX_DOCKER_RESTART  restart policy (gen-compose.sh); the run then waits
+#                       until no node is running or restarting, and writes
+#                       each node's restart count to restarts.R
 #   all PHX_* runtime options, PHX_SECRET, PHX_IMAGE: see gen-compose.sh
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -101,7 +104,18 @@ done
 NAMES=(); for ((r = 0; r < N; r++)); do NAMES+=("$PROJ-node$r"); done
 timed_out=0
 # In the background so that a signal to this script is handled at once.
-timeout "$TIMEOUT" docker wait "${NAMES[@]}" >/dev/null 2>&1 &
+# `docker wait` returns at a container's first exit; under a restart policy
+# (PHX_DOCKER_RESTART) wait again while any node is running or restarting.
+(
+    end=$((SECONDS + TIMEOUT))
+    while :; do
+        timeout $((end - SECONDS)) docker wait "${NAMES[@]}" >/dev/null 2>&1 || exit 1
+        [ -z "$(docker ps -q --filter "label=com.docker.compose.project=$PROJ" \
+                --filter status=running --filter status=restarting)" ] && exit 0
+        [ $SECONDS -lt $end ] || exit 1
+        sleep 0.5
+    done
+) &
 WPID=$!
 if ! wait "$WPID"; then
     running=$(docker ps -q --filter "label=com.docker.compose.project=$PROJ" | wc -l)
@@ -122,8 +136,11 @@ for ((r = 0; r < N; r++)); do
     c=${NAMES[$r]}
     code=$(docker inspect -f '{{.State.ExitCode}}' "$c" 2>/dev/null || echo missing)
     oom=$(docker inspect -f '{{.State.OOMKilled}}' "$c" 2>/dev/null || echo false)
+    restarts=$(docker inspect -f '{{.RestartCount}}' "$c" 2>/dev/null || echo 0)
     echo "$code" >"$OUT/exit.$r"
+    echo "$restarts" >"$OUT/restarts.$r"
     [ "$oom" = true ] && oom=" (OOM killed)" || oom=""
+    [ "$restarts" -gt 0 ] 2>/dev/null && oom="$oom (restarted $restarts times)"
     echo "node $r: exit $code$oom"
     [ "$code" = 0 ] || status=1
 done

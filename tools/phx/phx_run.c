@@ -52,6 +52,7 @@ typedef struct {
     double kill_at;         /* teardown: SIGKILL deadline, 0 when sent */
     double settle_at;       /* abort mode: a non-zero exit waits for the rest */
     int settle_rank;
+    double ended_at;        /* first seen a node end the job normally (kill_stopped) */
 } run_t;
 
 static int sig_pipe[2] = { -1, -1 };
@@ -680,6 +681,57 @@ static void handle_signals(run_t *R)
     }
 }
 
+/* A node stopped by a signal (SIGSTOP, SIGTSTP, a tracer) cannot end by
+ * itself: its peers declare it dead and finish without it, and it learns so
+ * only once resumed. Left alone it would hold phx for ever, after the job's
+ * result is out. So a local node found stopped STOPPED_GRACE s after another
+ * node ended the job normally is SIGKILLed, and reported like any node
+ * killed by a signal; the job's code stays the survivors'. A node still
+ * running is left to its own watchdog (README, Launching). */
+#define STOPPED_GRACE 5.0
+static int proc_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *c = strrchr(buf, ')');   /* the command name may hold ") " */
+    return c && c[1] == ' ' && (c[2] == 'T' || c[2] == 't');
+}
+
+static void kill_stopped(run_t *R)
+{
+    if (R->why != WHY_NONE || R->nalive == 0)
+        return;
+    double t = now_s();
+    if (!R->ended_at) {
+        for (int i = 0; i < R->n; i++) {
+            int st = R->p[i].status;
+            if (!R->p[i].alive && WIFEXITED(st) && WEXITSTATUS(st) != EXIT_FENCED && !rsh_lost(R, i)) {
+                R->ended_at = t;
+                break;
+            }
+        }
+        return;
+    }
+    if (t < R->ended_at + STOPPED_GRACE)
+        return;
+    for (int i = 0; i < R->n; i++) {
+        proc_t *p = &R->p[i];
+        if (!p->alive || !R->job->rt->r[i].local || !proc_stopped(p->pid))
+            continue;
+        phx_status_hide(g_status);
+        fprintf(stderr, "phx: rank %d (pid %d) is stopped (SIGSTOP?) %.0f s after the job ended; "
+                        "killing it\n", p->rank, (int)p->pid, t - R->ended_at);
+        if (kill(-p->pid, SIGKILL) < 0)
+            kill(p->pid, SIGKILL);
+    }
+}
+
 static int loop(run_t *R)
 {
     struct pollfd *pf = calloc((size_t)R->n * 2 + 2, sizeof *pf);
@@ -734,6 +786,7 @@ static int loop(run_t *R)
             handle_signals(R);
         }
         reap(R);
+        kill_stopped(R);
         t = now_s();
         if (R->kill_at && t >= R->kill_at && R->nalive > 0)
             kill_stragglers(R);
