@@ -29,6 +29,7 @@ struct death {
     int rank;
     uint32_t inc;
     uint64_t when_ns;
+    int ended;      /* its process is known to be over (a newer one called) */
 };
 
 struct phx_ft {
@@ -41,7 +42,7 @@ struct phx_ft {
     /* Outputs of the current detector call, applied by flush(). The queue
      * holds each rank at most once (on_dead fires once per rank). */
     struct death *q;
-    int qhead, qtail;
+    int qtail;
     int fenced_pending, fenced_done;
     int flushing;
     uint64_t declared_seen;     /* detector's `declared` counter already logged */
@@ -50,6 +51,10 @@ struct phx_ft {
     /* Isolation fencing (see check_isolation). */
     uint8_t *down;              /* per rank: its connection broke without BYE,
                                  * and no heartbeat frame came from it since */
+    /* Partition fencing (see check_quorum): the deaths of the current
+     * episode (declared less than quiet_ns apart). */
+    int *ep, nep;
+    uint64_t last_death_ns, quiet_ns;
 };
 
 static uint64_t now_ns(void) { return phx_now_ns(); }   /* CLOCK_MONOTONIC */
@@ -83,8 +88,16 @@ static void hb_on_dead(void *ctx, int rank, uint64_t when)
     }
     phx_evlog("notice", "\"dead\":%d,\"via\":\"%s\"", rank, local ? "local" : "bcast");
     PHX_INFO("ft", "rank %d is dead (%s)", rank, local ? "detected here" : "broadcast");
+    uint64_t now = now_ns();
+    if (now - ft->last_death_ns > ft->quiet_ns)
+        ft->nep = 0;
+    ft->last_death_ns = now;
+    if (ft->nep < ft->n->size)
+        ft->ep[ft->nep++] = rank;
     if (ft->qtail < ft->n->size)
-        ft->q[ft->qtail++] = (struct death){ rank, phx_ft_hb_incarnation(ft->hb, rank), when };
+        ft->q[ft->qtail++] = (struct death){ rank, phx_ft_hb_incarnation(ft->hb, rank), when, 0 };
+    else
+        PHX_ERROR("ft", "failure notice queue full: rank %d's death not delivered", rank);
 }
 
 static void hb_on_fenced(void *ctx)
@@ -102,6 +115,8 @@ static void rearm(phx_ft_t *ft)
     if (ft->stopped || !ft->timer_open)
         return;
     uint64_t d = phx_ft_hb_next_deadline(ft->hb);
+    if (ft->qtail && ft->last_death_ns + ft->quiet_ns + 1 < d)
+        d = ft->last_death_ns + ft->quiet_ns + 1;   /* held deaths are due */
     if (d == UINT64_MAX) {
         uv_timer_stop(&ft->timer);
         return;
@@ -162,6 +177,34 @@ static void check_isolation(phx_ft_t *ft, uint64_t now)
     ft->fenced_pending = 1;
 }
 
+/* A partition looks like a failure from both sides, and only one side may
+ * go on. A process that ends is closed by its host's kernel, which tells
+ * every peer (FIN, RST, a refused redial: phx_net_peer_reached); a cut
+ * network or a stopped process gives silence only. So deaths known only
+ * by silence are held back until the detector has been quiet for 3 delta,
+ * and if, meanwhile, more members fell silent in this episode than remain
+ * alive (we count ourselves), this node is on the minority side: it
+ * leaves, as a fenced node does, before acting on any of them. Exactly
+ * half goes on (a whole host of a 2-host job may die by power loss). */
+static void check_quorum(phx_ft_t *ft)
+{
+    phx_node_t *n = ft->n;
+    if (phx_ft_hb_is_fenced(ft->hb) || ft->fenced_pending)
+        return;
+    if (now_ns() - ft->last_death_ns > ft->quiet_ns)
+        return;   /* the episode settled on our side */
+    int silent = 0, live = n->size - phx_ft_hb_dead_count(ft->hb);
+    for (int i = 0; i < ft->nep; i++)
+        silent += !phx_net_peer_reached(n->net, ft->ep[i]);
+    if (silent <= live)
+        return;
+    PHX_ERROR("ft", "%d members fell silent at once and none of their hosts answered, %d remain "
+                    "here: this node is on the minority side of a partition",
+              silent, live);
+    phx_evlog("partition", "\"silent\":%d,\"live\":%d", silent, live);
+    ft->fenced_pending = 1;
+}
+
 /* Applies what the last detector call produced. Re-entered from
  * phx_node_notify_dead (see the top comment): the inner call returns at
  * once and the outer loop picks up anything queued meanwhile. */
@@ -171,8 +214,10 @@ static void flush(phx_ft_t *ft)
     if (ft->flushing)
         return;
     ft->flushing = 1;
-    if (ft->started && !ft->fenced_done)
+    if (ft->started && !ft->fenced_done) {
         check_isolation(ft, now_ns());
+        check_quorum(ft);
+    }
     if (ft->fenced_pending && !ft->fenced_done) {
         /* We are in the others' D: every message we send is now refused
          * with YOU_ARE_DEAD, and acting on our own view would split the
@@ -184,11 +229,24 @@ static void flush(phx_ft_t *ft)
     }
     if (!ft->fenced_done)
         log_ring(ft);
-    while (ft->qhead < ft->qtail) {
-        struct death d = ft->q[ft->qhead++];
+    /* Deliver in order; a death known only by silence waits (check_quorum).
+     * notify_dead may re-enter the detector and append: walk by index. */
+    int quiet = now_ns() - ft->last_death_ns > ft->quiet_ns, keep = 0;
+    for (int i = 0; !ft->fenced_done && i < ft->qtail; i++) {
+        struct death d = ft->q[i];
+        /* The connection goes at once even when the notice waits: nothing
+         * from the dead incarnation may arrive after its declaration. */
+        int reached = d.ended || phx_net_peer_reached(n->net, d.rank);
+        phx_net_close_inc(n->net, d.rank, d.inc, "declared dead");
+        if (!quiet && !reached) {
+            ft->q[keep++] = d;
+            continue;
+        }
         ft->last_notice_ns = now_ns();
         phx_node_notify_dead(n, d.rank, d.inc, d.when_ns);   /* no-op once stopping */
     }
+    if (!ft->fenced_done)
+        ft->qtail = keep;
     ft->flushing = 0;
     rearm(ft);
 }
@@ -240,7 +298,11 @@ int phx_ft_init(phx_node_t *n)
     ft->ring = calloc((size_t)n->size, sizeof *ft->ring);
     ft->q = calloc((size_t)n->size, sizeof *ft->q);
     ft->down = calloc((size_t)n->size, 1);
-    if (!ft->ring || !ft->q || !ft->down) {
+    ft->ep = calloc((size_t)n->size, sizeof *ft->ep);
+    /* An isolated node declares its emitters one after another, 2 delta
+     * (the new emitter's grace) plus a tick apart: one episode. */
+    ft->quiet_ns = 3 * (uint64_t)n->cfg.hb_timeout_ms * 1000000;
+    if (!ft->ring || !ft->q || !ft->down || !ft->ep) {
         free(host);
         return PHX_ENOMEM;   /* phx_ft_free releases the rest */
     }
@@ -394,6 +456,19 @@ void phx_ft_on_frame(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const ui
     flush(ft);
 }
 
+void phx_ft_on_peer_up(phx_node_t *n, int peer)
+{
+    phx_ft_t *ft = n->ft;
+    if (!ft || ft->stopped || ft->fenced_done)
+        return;
+    int held = 0;
+    for (int i = 0; i < ft->qtail; i++)
+        if (ft->q[i].rank == peer)
+            held = ft->q[i].ended = 1;
+    if (held)
+        flush(ft);
+}
+
 void phx_ft_on_peer_down(phx_node_t *n, int peer)
 {
     phx_ft_t *ft = n->ft;
@@ -477,6 +552,7 @@ void phx_ft_free(phx_node_t *n)
     free(ft->ring);
     free(ft->q);
     free(ft->down);
+    free(ft->ep);
     free(ft);
     n->ft = NULL;
 }

@@ -450,6 +450,9 @@ static int on_link_failed(void *ctx, int peer)
 
 static void on_peer_up(void *ctx, int peer, uint32_t inc)
 {
+    phx_node_t *n = ctx;
+    if (n->cfg.ft)
+        phx_ft_on_peer_up(n, peer);
     phx_recovery_on_peer_up(ctx, peer, inc);
 }
 
@@ -519,7 +522,7 @@ void phx_node_notify_dead(phx_node_t *n, int rank, uint32_t inc, uint64_t when_n
     /* Order matters: the connection goes first, so nothing from the dead
      * incarnation is delivered after its notice (fail-flush for the
      * detectors below). */
-    phx_net_close_peer(n->net, rank, "declared dead");
+    phx_net_close_inc(n->net, rank, inc, "declared dead");
     pthread_mutex_lock(&n->dead_lock);
     if (n->ndead < n->size)
         n->dead[n->ndead++] = rank;

@@ -70,6 +70,7 @@ struct peer {
     int resend_pending;         /* reconnected while a write was in flight */
     int down_reported;          /* on_peer_down given for this outage */
     int gone;                   /* this outage: a redial was refused */
+    int closed;                 /* this outage: the peer closed or reset it */
     int ack_now;                /* a standalone ACK may go out (delay over) */
     uint64_t rx_unacked;        /* bytes delivered since the last ack went out */
     int lost_stage;             /* on_lost: 0 report down, 1 link failed */
@@ -449,7 +450,7 @@ static void peer_up(conn_t *c)
     c->up = 1;
     p->up = 1;
     uv_timer_stop(&p->lost);
-    p->down_reported = p->gone = 0;
+    p->down_reported = p->gone = p->closed = 0;
     p->backoff_ms = BACKOFF_MIN_MS;
     /* "All up" means every peer completed a handshake once: a peer may
      * already have died by the time the last one connects, and the job
@@ -655,6 +656,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     phx_net_t *n = c->net;
     (void)b;
     if (nread < 0) {
+        /* A FIN or RST comes from the peer's kernel: its host is reachable.
+         * A partition only ever looks like silence (or a local error). */
+        if ((nread == UV_EOF || nread == UV_ECONNRESET) && c->up && c->peer)
+            c->peer->closed = 1;
         conn_close(c, nread == UV_EOF ? "connection closed by peer" : uv_strerror((int)nread));
         return;
     }
@@ -1105,6 +1110,12 @@ void phx_net_close_peer(phx_net_t *n, int peer, const char *why)
     drain(p, charge);   /* dropped bytes no longer hold senders back */
 }
 
+void phx_net_close_inc(phx_net_t *n, int peer, uint32_t inc, const char *why)
+{
+    if (n->peers[peer].inc <= inc)
+        phx_net_close_peer(n, peer, why);
+}
+
 void phx_net_reject(phx_net_t *n, int peer, const char *why)
 {
     conn_t *c = n->peers[peer].conn;
@@ -1132,6 +1143,12 @@ int phx_net_peer_up(const phx_net_t *n, int peer)
 {
     const peer_t *p = &n->peers[peer];
     return p->ever_up && !p->dead && !p->refused && !p->left;
+}
+
+int phx_net_peer_reached(const phx_net_t *n, int peer)
+{
+    const peer_t *p = &n->peers[peer];
+    return !p->up && (p->gone || p->closed);
 }
 
 int phx_net_peer_connected(const phx_net_t *n, int peer)

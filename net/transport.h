@@ -111,9 +111,17 @@ int phx_net_peer_gone(const phx_net_t *n, int peer);
  * peer that keeps doing it is refused and left to the failure detector, so
  * a live peer is never silently cut off. */
 void phx_net_reject(phx_net_t *n, int peer, const char *why);
+/* phx_net_close_peer for incarnation inc of peer: a no-op once a newer
+ * incarnation was taken in (a late notice must not cut off the newcomer). */
+void phx_net_close_inc(phx_net_t *n, int peer, uint32_t inc, const char *why);
 /* 1 if peer joined the job and is neither closed, refused nor gone: its
  * link may be down for the moment and being restored. */
 int phx_net_peer_up(const phx_net_t *n, int peer);
+/* Comm thread: 1 if the link to peer is down and the peer's host said so
+ * (the connection was closed or reset by it, or a redial refused): the
+ * peer's process ended; a partition or a stopped process shows only
+ * silence, and gives 0. */
+int phx_net_peer_reached(const phx_net_t *n, int peer);
 /* 1 if an authenticated connection to peer is open right now. */
 int phx_net_peer_connected(const phx_net_t *n, int peer);
 /* Stops (1) or resumes (0) reading from every peer: inbound backpressure.

@@ -112,9 +112,11 @@ check "minority: prints no result" sh -c "! grep -q checksum= '$OUT/node$V.log'"
 mc=$(code $V)
 check "minority: exits non-zero (exit $mc) with a message" \
     sh -c "[ '$mc' != 0 ] && grep -qE 'fenced|declared dead|cannot be recovered|work lost' '$OUT/node$V.log'"
-todo "minority fences itself: exit 75 (got $mc)" [ "$mc" = 75 ]
+check "minority fences itself: exit 75 (got $mc)" [ "$mc" = 75 ]
+check "minority says it was cut off" grep -q "minority side of a partition" "$OUT/node$V.log"
 [ "$FAIL" = 0 ] || { sed 's/^/#   /' "$TMP/run.err"; grep -v 'WARN net' "$TMP/run.out" | tail -30 | sed 's/^/#   /'; }
 wait_for 20 sh -c "[ -z \"\$(docker ps -aq --filter name=^$PROJ-)\" ]"
 left=$( (docker ps -aq --filter "name=^$PROJ-"; docker network ls -q --filter "name=^${PROJ}_") | wc -l)
 check "no container or network of the test left ($left)" [ "$left" = 0 ]
+[ "$FAIL" = 0 ] || { echo "# minority rank $V log:"; tail -n 25 "$OUT/node$V.log" | sed "s/^/#   /"; }
 finish
