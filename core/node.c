@@ -897,6 +897,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
 
     phx_net_cb_t cb = { .ctx = n, .on_frame = on_frame, .on_peer_down = on_peer_down,
                         .on_all_up = on_all_up, .on_drain = on_drain, .on_read_end = on_read_end, .on_fatal = on_fatal,
+                        .on_claim = phx_recovery_net_claim, .on_claimed = phx_recovery_net_claimed,
                         .on_link_failed = on_link_failed };
     const char *step = "cannot watch for the launcher";
     n->starting = 1;
