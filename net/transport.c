@@ -122,6 +122,9 @@ struct phx_net {
     int nconns, stop_timer_open;
     uint64_t bad_conns;         /* connections closed for a violation or failed auth */
     int cut_peer, cut_left, cut_forever;   /* PHX_DEBUG_CUT_LINK */
+    uint32_t zc_min;            /* PHX_NET_ZC_MIN, or PHX_DEBUG_ZC_MIN (tests) */
+    uint64_t zc_tx, zc_rx;      /* frames sent zero-copy / received in place (logged at exit) */
+    unsigned read_max;          /* PHX_DEBUG_READ_MAX (tests): bytes per read, 0 = no cap */
     uint64_t cut_after;
     int handles;                /* open handles; stop completes at zero */
     void (*stop_done)(void *);
@@ -706,7 +709,7 @@ static int claim(conn_t *c, const phx_frame_hdr_t *h, size_t off)
 {
     phx_net_t *n = c->net;
     size_t avail = c->rbuf.len - off;
-    if (avail < PHX_FRAME_HDR || !c->up || !n->cb.on_claim || h->len < PHX_NET_ZC_MIN || n->stopping ||
+    if (avail < PHX_FRAME_HDR || !c->up || !n->cb.on_claim || h->len < n->zc_min || n->stopping ||
         (h->type != PHX_FT_APP && h->type != PHX_FT_SPAWN && h->type != PHX_FT_CTRL) ||
         h->inc != c->peer->inc || (n->cut_left > 0 && c->peer->rank == n->cut_peer) ||
         h->lseq != phx_link_recvd(c->peer->link) + 1)
@@ -720,6 +723,7 @@ static int claim(conn_t *c, const phx_frame_hdr_t *h, size_t off)
         return 0;
     c->zc.on = 1;
     c->zc.dropped = 0;
+    n->zc_rx++;
     c->zc.dst = dst;
     c->zc.tok = tok;
     c->zc.need = h->len - PHX_NET_ZC_HEAD;
@@ -745,6 +749,8 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
     (void)hint;
     if (c->zc.on) {   /* exactly the rest of the claimed frame, never more */
         size_t want = c->zc.need - c->zc.got;
+        if (c->net->read_max && want > c->net->read_max)
+            want = c->net->read_max;
         if (!c->zc.dropped) {
             *b = uv_buf_init((char *)c->zc.dst + c->zc.got, (unsigned)want);
             return;
@@ -759,6 +765,8 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
         return;
     }
     *b = uv_buf_init((char *)c->rbuf.data + c->rbuf.len, (unsigned)(c->rbuf.cap - c->rbuf.len));
+    if (c->net->read_max && b->len > c->net->read_max)
+        b->len = c->net->read_max;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
@@ -1158,6 +1166,15 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
         n->peers[r].lost.data = &n->peers[r];
         n->handles += 2;
     }
+    /* Testing only: zero-copy from this payload size on, so small jobs
+     * exercise it (at least PHX_NET_ZC_HEAD + 1). */
+    const char *zc = getenv("PHX_DEBUG_ZC_MIN");
+    n->zc_min = zc && *zc ? (uint32_t)strtoul(zc, NULL, 10) : PHX_NET_ZC_MIN;
+    if (n->zc_min <= PHX_NET_ZC_HEAD)
+        n->zc_min = PHX_NET_ZC_HEAD + 1;
+    /* Testing only: short reads, so frames straddle them. */
+    const char *rm = getenv("PHX_DEBUG_READ_MAX");
+    n->read_max = rm && *rm ? (unsigned)strtoul(rm, NULL, 10) : 0;
     const char *cut = getenv("PHX_DEBUG_CUT_LINK");
     int cut_rank, cut_times = 1;
     unsigned long long cut_after;
@@ -1218,7 +1235,7 @@ int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
 int phx_net_send_ref(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix, size_t prefix_len,
                      const void *payload, size_t len, uint64_t charge, void (*release)(void *), void *arg)
 {
-    if (len < PHX_NET_ZC_MIN || charge == PHX_NET_URGENT) {
+    if (len < n->zc_min || charge == PHX_NET_URGENT) {
         int rc = phx_net_send(n, peer, h, prefix, prefix_len, payload, len, charge);
         release(arg);
         return rc;
@@ -1234,6 +1251,7 @@ int phx_net_send_ref(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *pre
         release(arg);
         return rc;
     }
+    n->zc_tx++;
     p->ocharge += charge;
     mark_dirty(p);
     return 0;
@@ -1376,6 +1394,9 @@ void phx_net_free(phx_net_t *n)
                          (unsigned long long)p->restores, (unsigned long long)p->dups, p->strikes);
             phx_link_destroy(p->link);
         }
+    if (n->zc_tx || n->zc_rx)
+        PHX_INFO("net", "large frames: %llu sent zero-copy, %llu received in place",
+                 (unsigned long long)n->zc_tx, (unsigned long long)n->zc_rx);
     if (n->bad_conns)
         PHX_WARN("net", "%llu connections closed for bad frames or failed authentication",
                  (unsigned long long)n->bad_conns);

@@ -102,7 +102,8 @@ int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
  * a reconnect); then release(arg) runs, once, on the comm thread. It also
  * runs when the frame is dropped with a dead peer, on an error return, and
  * at once for a payload below PHX_NET_ZC_MIN or an urgent frame (those are
- * copied). The payload must stay unchanged until release. */
+ * copied; PHX_DEBUG_ZC_MIN=BYTES lowers the threshold for tests). The
+ * payload must stay unchanged until release. */
 #define PHX_NET_ZC_MIN (64u << 10)
 int phx_net_send_ref(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix, size_t prefix_len,
                      const void *payload, size_t len, uint64_t charge, void (*release)(void *arg), void *arg);
