@@ -248,7 +248,12 @@ static void on_async(uv_async_t *a)
  * u64 offset, data. CK_CACK: ssn = id, u8 kind, u32 key, u64 bytes received. */
 #define CHUNK_HDR 29
 #define CHUNK ((size_t)1 << 20)
-#define WINDOW (4 * CHUNK)
+/* Chunks are zero-copy, so the window costs no memory beyond the kernel's
+ * socket buffers: a wide one saves round trips (each a wake-up of both
+ * comm threads, milliseconds on a loaded host). 16 against 4 chunks,
+ * interleaved pairs, 2 cores: commit 1.37x faster at 32 MiB per node,
+ * 1.06x at 8 MiB. */
+#define WINDOW (16 * CHUNK)
 
 static size_t chunk_size(const cr_t *c)
 {
