@@ -45,7 +45,9 @@ printf '| state per node | build | ckpt ms (median) | GB/s per node | vs limit |
 # tp BUILD_BIN N: one run, every commit after epoch 1 (which holds no grid yet): "ms bytes"
 tp() {
     rm -f "$T"/ev.*
-    "$1/phx" run -n 4 "$1/jacobi" --phx-ft=1 --phx-recovery=cr --phx-eventlog="$T/ev.%r.jsonl" \
+    # A comm thread held by a first large serialisation must not be taken
+    # for dead on a loaded host (a recovery would spoil the sample).
+    PHX_HB_TIMEOUT=${HB1:-3000} "$1/phx" run -n 4 "$1/jacobi" --phx-ft=1 --phx-recovery=cr --phx-eventlog="$T/ev.%r.jsonl" \
         -N "$2" -i 8 -c 2 >/dev/null 2>&1
     python3 - "$T/ev.0.jsonl" <<'EOF'
 import json, sys
@@ -132,7 +134,8 @@ fi
 if part 3; then
 # Sized here: iterations for about RUN3 seconds without checkpoints.
 n3=${N3:-2048}
-jt() { "$B/phx" run -n 4 "$B/jacobi" --phx-ft=1 "$@" -N "$n3" 2>/dev/null | sed -n 's/.*(\([0-9.]*\) ms).*/\1/p'; }
+jt() { PHX_HB_TIMEOUT=${HB1:-3000} "$B/phx" run -n 4 "$B/jacobi" --phx-ft=1 "$@" -N "$n3" 2>/dev/null |
+    sed -n 's/.*(\([0-9.]*\) ms).*/\1/p'; }
 t100=$(jt --phx-recovery=none --phx-td=none -i 100)
 it3=$(awk -v t="$t100" -v r="${RUN3:-25}" 'BEGIN { i = int(100 * r * 1000 / t); print (i < 100) ? 100 : i }')
 printf '\n| jacobi 4 nodes, N=%s, %s iterations | none (ms) | cr, 10 s | cr, 1 s |\n|---|---|---|---|\n' "$n3" "$it3"
