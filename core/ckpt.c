@@ -55,6 +55,16 @@ enum {
 
 enum phase { PH_IDLE, PH_CK, PH_REC };
 
+/* A blob whose chunks the transport still references (zero-copy sends):
+ * the store must neither reuse nor free it until the last one is released,
+ * so a blob it drops meanwhile is orphaned here and freed then. Pins hold
+ * no pointer to cr_t: the transport outlives it at shutdown. */
+typedef struct pin {
+    void *blob;
+    int refs, orphan, detached;   /* detached: cr_t is gone, the last release frees the pin */
+    struct pin *next;
+} pin_t;
+
 /* One blob in transit in chunks (see "bulk transfer" below). */
 enum { BK_COPY, BK_XFER };
 typedef struct bulk {
@@ -63,6 +73,8 @@ typedef struct bulk {
     const uint8_t *src;         /* sender: the blob (owned by the store) */
     uint8_t *dst;               /* receiver: the buffer being filled (owned) */
     size_t total, off, acked;   /* receiver: off = bytes received */
+    int claimed;                /* receiver: the transport is writing a chunk into dst */
+    phx_net_t *net;             /* with claimed: whom to tell before dst goes */
 } bulk_t;
 
 typedef struct cr {
@@ -116,6 +128,7 @@ typedef struct cr {
     uint64_t *xfer_epoch;
     uint8_t *xfer_done;         /* this round: restored from xfer[x] */
     bulk_t *tx, *rx;            /* transfers in progress (comm thread) */
+    pin_t *pins;                /* blobs referenced by zero-copy chunks (comm thread) */
     int ntx, nrx, captx, caprx;
     int restored_own;           /* this round: own + buddy share restored, copies shipped */
     int restarting;             /* started with restart=DIR, not restored yet */
@@ -248,7 +261,12 @@ static void on_async(uv_async_t *a)
  * u64 offset, data. CK_CACK: ssn = id, u8 kind, u32 key, u64 bytes received. */
 #define CHUNK_HDR 29
 #define CHUNK ((size_t)1 << 20)
-#define WINDOW (4 * CHUNK)
+/* Chunks are zero-copy, so the window costs no memory beyond the kernel's
+ * socket buffers: a wide one saves round trips (each a wake-up of both
+ * comm threads, milliseconds on a loaded host). 16 against 4 chunks,
+ * interleaved pairs, 2 cores at load average 28: commit 1.37x faster at
+ * 32 MiB per node (7 pairs), 1.06x at 8 MiB (8 pairs). */
+#define WINDOW (16 * CHUNK)
 
 static size_t chunk_size(const cr_t *c)
 {
@@ -281,8 +299,53 @@ static bulk_t *bulk_add(bulk_t **v, int *nv, int *cap)
 
 static void bulk_del(bulk_t *v, int *nv, bulk_t *b)
 {
+    if (b->claimed)
+        phx_net_unclaim(b->net, b->peer);   /* before dst goes */
     free(b->dst);
     *b = v[--*nv];
+}
+
+static void pin_release(void *arg)
+{
+    pin_t *p = arg;
+    if (--p->refs)
+        return;
+    if (p->orphan)
+        free(p->blob);
+    p->orphan = 0;
+    p->blob = NULL;
+    if (p->detached)
+        free(p);
+}
+
+static pin_t *pin_get(cr_t *c, void *blob)
+{
+    pin_t *free_one = NULL;
+    for (pin_t *p = c->pins; p; p = p->next) {
+        if (p->refs && p->blob == blob)
+            return p;
+        if (!p->refs)
+            free_one = p;
+    }
+    if (!free_one) {
+        if (!(free_one = calloc(1, sizeof *free_one)))
+            return NULL;
+        free_one->next = c->pins;
+        c->pins = free_one;
+    }
+    free_one->blob = blob;
+    return free_one;
+}
+
+/* Store hook: a blob still referenced by the transport is not pooled. */
+static int pin_keep(void *ctx, void *blob)
+{
+    for (pin_t *p = ((cr_t *)ctx)->pins; p; p = p->next)
+        if (p->refs && p->blob == blob) {
+            p->orphan = 1;
+            return 1;
+        }
+    return 0;
 }
 
 static void bulk_pump(cr_t *c, bulk_t *t)
@@ -298,7 +361,16 @@ static void bulk_pump(cr_t *c, bulk_t *t)
         phx_put_le64(pre + 21, t->off);
         phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = CK_CHUNK, .src = (uint64_t)c->self,
                               .dst = (uint64_t)t->peer, .ssn = t->id, .len = (uint32_t)(CHUNK_HDR + k) };
-        int rc = phx_net_send(c->n->net, t->peer, &h, pre, sizeof pre, t->src + t->off, k, 0);
+        /* A buddy copy is the store's own blob, which the pins keep alive:
+         * written from where it is. A shipped copy is copied. */
+        pin_t *pn = t->kind == BK_COPY ? pin_get(c, (void *)(uintptr_t)t->src) : NULL;
+        int rc;
+        if (pn) {
+            pn->refs++;
+            rc = phx_net_send_ref(c->n->net, t->peer, &h, pre, sizeof pre, t->src + t->off, k, 0, pin_release, pn);
+        } else {
+            rc = phx_net_send(c->n->net, t->peer, &h, pre, sizeof pre, t->src + t->off, k, 0);
+        }
         if (rc) {
             PHX_DEBUG("ckpt", "chunk to rank %d not sent: %s", t->peer, phx_strerror(rc));
             return;   /* the peer is dead: its failure notice ends the transfer */
@@ -349,6 +421,42 @@ static void on_cack(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len
 
 static void on_bulk_done(cr_t *c, bulk_t *r);
 
+static void chunk_in(cr_t *c, int peer, bulk_t *r, size_t k);
+
+/* Zero-copy receive (phx_net_cb_t.on_claim): a chunk that continues a
+ * transfer in progress lands straight in the copy being filled. Only
+ * those: a claim must change nothing, as the frame may yet fail its
+ * checksum (a first chunk, which may restart a transfer, is copied). */
+static uint8_t *cr_rx_claim(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *p, void **tok)
+{
+    cr_t *c = st;
+    (void)tok;
+    if (h->tag != CK_CHUNK || h->len < PHX_NET_ZC_HEAD)
+        return NULL;
+    uint64_t total = phx_get_le64(p + 13), off = phx_get_le64(p + 21), k = h->len - CHUNK_HDR;
+    bulk_t *r = bulk_find(c->rx, c->nrx, peer, p[0], (int)phx_get_le32(p + 1));
+    if (!r || !off || r->claimed || r->id != h->ssn || r->off != off || r->total != total || off + k > total)
+        return NULL;
+    r->claimed = 1;
+    r->net = c->n->net;
+    return r->dst + off + (PHX_NET_ZC_HEAD - CHUNK_HDR);
+}
+
+static void cr_rx_claimed(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *p, void *tok, int ok)
+{
+    cr_t *c = st;
+    (void)tok;
+    /* Still there: dropping a claimed transfer unclaims it first. */
+    bulk_t *r = bulk_find(c->rx, c->nrx, peer, p[0], (int)phx_get_le32(p + 1));
+    if (!r || !r->claimed)
+        return;
+    r->claimed = 0;
+    if (!ok)
+        return;   /* resent later */
+    memcpy(r->dst + r->off, p + CHUNK_HDR, PHX_NET_ZC_HEAD - CHUNK_HDR);
+    chunk_in(c, peer, r, h->len - CHUNK_HDR);
+}
+
 static void on_chunk(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len)
 {
     if (len < CHUNK_HDR)
@@ -377,9 +485,18 @@ static void on_chunk(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t le
         }
         *r = (bulk_t){ .peer = peer, .kind = kind, .key = key, .id = id, .epoch = epoch, .dst = buf, .total = total };
     }
-    if (!r || r->id != id || r->off != off || r->total != total)
+    if (!r || r->id != id || r->off != off || r->total != total || r->claimed)
         return;   /* the rest of a transfer whose start was refused or restarted */
     memcpy(r->dst + off, p + CHUNK_HDR, k);
+    chunk_in(c, peer, r, k);
+}
+
+/* k more bytes of r are in its buffer: acknowledged, and the copy is done
+ * when whole. */
+static void chunk_in(cr_t *c, int peer, bulk_t *r, size_t k)
+{
+    uint64_t id = r->id;
+    int kind = r->kind, key = r->key;
     r->off += k;
     uint8_t ack[13];
     ack[0] = (uint8_t)kind;
@@ -1750,6 +1867,8 @@ static int cr_init(phx_node_t *n, void **out)
         free(host);
         return PHX_ENOMEM;
     }
+    c->store.keep = pin_keep;
+    c->store.keep_ctx = c;
     /* Buddies follow the heartbeat ring, which puts neighbours on other
      * hosts wherever the hostfile allows. */
     for (int r = 0; r < n->size; r++) {
@@ -1880,7 +1999,15 @@ static void cr_destroy(void *st)
     phx_ck_commit_free(&c->commit);
     phx_ck_round_free(&c->round);
     phx_ck_filter_free(&c->filt);
-    phx_ck_store_free(&c->store);
+    phx_ck_store_free(&c->store);   /* orphans the blobs still referenced */
+    while (c->pins) {
+        pin_t *p = c->pins;
+        c->pins = p->next;
+        if (p->refs)
+            p->detached = 1;   /* freed by its last release (phx_net_free) */
+        else
+            free(p);
+    }
     phx_ck_join_free(&c->join);
     free(c->rj_inc);
     free(c->lost);
@@ -1918,6 +2045,8 @@ const phx_recovery_ops_t phx_recovery_cr = {
     .on_start = cr_on_start,
     .on_deliver = cr_on_deliver,
     .on_ctrl = handle_ctrl,
+    .rx_claim = cr_rx_claim,
+    .rx_claimed = cr_rx_claimed,
     .on_failure = cr_on_failure,
     .on_peer_up = cr_on_peer_up,
     .on_checkpoint = cr_on_checkpoint,

@@ -200,7 +200,6 @@ static void td_release(void *ctx, uint64_t token, const uint8_t *pb)
     phx_msg_t *m = (phx_msg_t *)(uintptr_t)*v;
     phx_map_del(&n->td_held, token);
     send_primary(n, m, pb);
-    phx_msg_free(m);
 }
 
 /* Reports remote messages the workers finished, then idleness. */
@@ -244,15 +243,20 @@ static void td_poll(phx_node_t *n)
 
 /* ---- outgoing ---------------------------------------------------------- */
 
+static void msg_release(void *m) { phx_msg_free(m); }
+
+/* Sends m and frees it: a large payload is written from m itself, which
+ * the transport frees once the peer acknowledged it. */
 static void send_primary(phx_node_t *n, phx_msg_t *m, const uint8_t *pb)
 {
     size_t pbsz = n->td ? n->td->pb_size : 0;
     uint64_t charge = (uint64_t)m->hdr.len + PHX_FRAME_HDR;
+    int peer = m->peer;
     phx_recovery_on_send(n, m);
-    int rc = phx_net_send(n->net, m->peer, &m->hdr, pb, pbsz, m->data, m->hdr.len, charge);
+    int rc = phx_net_send_ref(n->net, peer, &m->hdr, pb, pbsz, m->data, m->hdr.len, charge, msg_release, m);
     if (rc) {
-        PHX_WARN("node", "message to rank %d dropped: %s", m->peer, phx_strerror(rc));
-        atomic_fetch_sub(&n->peer_out[m->peer], (int64_t)charge);
+        PHX_WARN("node", "message to rank %d dropped: %s", peer, phx_strerror(rc));
+        atomic_fetch_sub(&n->peer_out[peer], (int64_t)charge);
     }
 }
 
@@ -310,8 +314,10 @@ static void drain_outbox(phx_node_t *n)
                     phx_node_exit(n, 1, 1);
                 }
             }
-            if (!held && rc >= 0)
+            if (!held && rc >= 0) {
                 send_primary(n, m, pb);
+                m = NULL;
+            }
         }
         if (!held) {
             phx_msg_free(m);
@@ -327,6 +333,74 @@ void phx_node_drain_outbox(phx_node_t *n) { drain_outbox(n); }
 
 /* ---- incoming ---------------------------------------------------------- */
 
+/* An application frame from peer. m: NULL, or the message a zero-copy
+ * receive filled (all but the first PHX_NET_ZC_HEAD payload bytes, which
+ * are at payload). */
+static void deliver_app(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const uint8_t *payload, phx_msg_t *m)
+{
+    size_t pbsz = n->td ? n->td->pb_size : 0;
+    if (phx_recovery_on_deliver(n, peer, h)) {
+        phx_msg_free(m);
+        return;   /* stale: sent before a rollback */
+    }
+    if (h->len < pbsz || phx_node_host_of(n, h->dst) != n->rank ||
+        (h->type == PHX_FT_SPAWN && h->tag >= (uint32_t)phx_ntypes)) {
+        phx_msg_free(m);
+        phx_net_reject(n->net, peer, "malformed application frame");
+        return;
+    }
+    size_t len = h->len - pbsz;
+    if (m) {
+        memcpy(m->data, payload + pbsz, PHX_NET_ZC_HEAD - pbsz);
+    } else {
+        if (!(m = phx_msg_alloc(len))) {
+            PHX_ERROR("node", "out of memory for an inbound message from rank %d", peer);
+            phx_node_exit(n, 1, 1);
+            return;
+        }
+        if (len)
+            memcpy(m->data, payload + pbsz, len);
+    }
+    m->hdr = *h;
+    m->hdr.len = (uint32_t)len;
+    m->kind = h->type == PHX_FT_SPAWN ? PHX_MK_SPAWN : PHX_MK_APP;
+    m->type_id = (uint16_t)h->tag;
+    m->peer = peer;
+    PHX_CNT_ADD(n->msgs_recv, 1);
+    PHX_CNT_ADD(n->bytes_recv, len);
+    if (n->td) {
+        n->td_busy = 1;
+        n->td->on_recv(n->td_st, peer, payload);
+    }
+    phx_node_batch_add(n, m);
+}
+
+/* Zero-copy receive (phx_net_cb_t.on_claim): a large application message
+ * lands in its message buffer; recovery frames go to the mode. */
+static uint8_t *on_claim(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void **tok)
+{
+    phx_node_t *n = ctx;
+    size_t pbsz = n->td ? n->td->pb_size : 0;
+    if (h->type == PHX_FT_CTRL)
+        return phx_recovery_net_claim(ctx, peer, h, head, tok);
+    if (atomic_load(&n->stopping) || h->len < PHX_NET_ZC_HEAD || pbsz > PHX_NET_ZC_HEAD)
+        return NULL;
+    phx_msg_t *m = phx_msg_alloc(h->len - pbsz);
+    *tok = m;
+    return m ? m->data + (PHX_NET_ZC_HEAD - pbsz) : NULL;
+}
+
+static void on_claimed(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void *tok, int ok)
+{
+    phx_node_t *n = ctx;
+    if (h->type == PHX_FT_CTRL)
+        phx_recovery_net_claimed(ctx, peer, h, head, tok, ok);
+    else if (!ok || atomic_load(&n->stopping))
+        phx_msg_free(tok);
+    else
+        deliver_app(n, peer, h, head, tok);
+}
+
 static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *payload)
 {
     phx_node_t *n = ctx;
@@ -334,38 +408,9 @@ static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_
         return;
     switch (h->type) {
     case PHX_FT_APP:
-    case PHX_FT_SPAWN: {
-        size_t pbsz = n->td ? n->td->pb_size : 0;
-        if (phx_recovery_on_deliver(n, peer, h))
-            return;   /* stale: sent before a rollback */
-        if (h->len < pbsz || phx_node_host_of(n, h->dst) != n->rank ||
-            (h->type == PHX_FT_SPAWN && h->tag >= (uint32_t)phx_ntypes)) {
-            phx_net_reject(n->net, peer, "malformed application frame");
-            return;
-        }
-        size_t len = h->len - pbsz;
-        phx_msg_t *m = phx_msg_alloc(len);
-        if (!m) {
-            PHX_ERROR("node", "out of memory for an inbound message from rank %d", peer);
-            phx_node_exit(n, 1, 1);
-            return;
-        }
-        m->hdr = *h;
-        m->hdr.len = (uint32_t)len;
-        m->kind = h->type == PHX_FT_SPAWN ? PHX_MK_SPAWN : PHX_MK_APP;
-        m->type_id = (uint16_t)h->tag;
-        m->peer = peer;
-        if (len)
-            memcpy(m->data, payload + pbsz, len);
-        PHX_CNT_ADD(n->msgs_recv, 1);
-        PHX_CNT_ADD(n->bytes_recv, len);
-        if (n->td) {
-            n->td_busy = 1;
-            n->td->on_recv(n->td_st, peer, payload);
-        }
-        phx_node_batch_add(n, m);
+    case PHX_FT_SPAWN:
+        deliver_app(n, peer, h, payload, NULL);
         return;
-    }
     case PHX_FT_CTRL:
         if (phx_recovery_on_ctrl(n, peer, h, payload))
             return;
@@ -913,6 +958,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
 
     phx_net_cb_t cb = { .ctx = n, .on_frame = on_frame, .on_peer_down = on_peer_down,
                         .on_all_up = on_all_up, .on_drain = on_drain, .on_read_end = on_read_end, .on_fatal = on_fatal,
+                        .on_claim = on_claim, .on_claimed = on_claimed,
                         .on_link_failed = on_link_failed, .on_peer_up = on_peer_up };
     const char *step = "cannot watch for the launcher";
     n->starting = 1;
@@ -1014,6 +1060,10 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
             phx_msg_free(caa_container_of(qn, phx_msg_t, qn));
         free_worker_state(&n->workers[i]);
     }
+    /* Frames kept for resend may still reference workers' messages
+     * (zero-copy sends): released before their pools go. */
+    phx_net_free(n->net);
+    n->net = NULL;
     for (int i = 0; i < n->nworkers; i++)
         phx_pool_destroy(n->workers[i].pool);
     phx_metrics_free(n);
@@ -1022,7 +1072,6 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     phx_recovery_free(n);
     if (n->td)
         n->td->destroy(n->td_st);
-    phx_net_free(n->net);
     uv_loop_close(&n->loop);
     phx_pool_destroy(n->pool);
     for (int i = 0; i < n->nworkers; i++) {

@@ -81,6 +81,21 @@ int phx_recovery_on_ctrl(phx_node_t *n, int peer, const phx_frame_hdr_t *h, cons
     return 1;
 }
 
+uint8_t *phx_recovery_net_claim(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void **tok)
+{
+    phx_node_t *n = ctx;
+    if (h->type != PHX_FT_CTRL || h->tag < PHX_CTRL_REC_FIRST || h->tag > PHX_CTRL_REC_LAST || !n->rec ||
+        !n->rec->rx_claim || atomic_load(&n->stopping))
+        return NULL;
+    return n->rec->rx_claim(n->rec_st, peer, h, head, tok);
+}
+
+void phx_recovery_net_claimed(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void *tok, int ok)
+{
+    phx_node_t *n = ctx;
+    n->rec->rx_claimed(n->rec_st, peer, h, head, tok, ok);   /* only what rx_claim took */
+}
+
 int phx_recovery_on_failure(phx_node_t *n, int rank)
 {
     return n->rec && n->rec->on_failure ? n->rec->on_failure(n->rec_st, rank) : 0;

@@ -44,6 +44,10 @@ typedef struct phx_recovery_ops {
     int (*on_deliver)(void *st, int peer, const phx_frame_hdr_t *h);
     /* A PHX_FT_CTRL frame with a tag in the mode's range. */
     void (*on_ctrl)(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *payload);
+    /* Optional zero-copy receive of a large PHX_FT_CTRL frame in the
+     * mode's range: phx_net_cb_t.on_claim / on_claimed (net/transport.h). */
+    uint8_t *(*rx_claim)(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void **tok);
+    void (*rx_claimed)(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void *tok, int ok);
     /* Failure notice; returns 1 when the mode will recover the dead node's
      * work (the job then goes on and ends with its normal code). */
     int (*on_failure)(void *st, int rank);
@@ -87,6 +91,10 @@ int phx_recovery_rejoining(const phx_node_t *n);
  * a restart policy's restart; %r is replaced by the rank), read and
  * advanced at each start; else 0. 0 or a negative code after printing why. */
 int phx_recovery_incarnation(int rank, uint32_t *inc);
+/* phx_net_cb_t.on_claim / on_claimed with ctx = the node: routes large
+ * recovery control frames to the mode's rx_claim / rx_claimed. */
+uint8_t *phx_recovery_net_claim(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void **tok);
+void phx_recovery_net_claimed(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void *tok, int ok);
 void phx_recovery_worker_pause(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt);
 void phx_recovery_stop(phx_node_t *n);
 void phx_recovery_free(phx_node_t *n);

@@ -92,9 +92,17 @@ static uint32_t payload_crc(const void *payload, uint32_t len)
 
 void phx_frame_put_hdr(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *payload)
 {
+    phx_frame_put_hdr2(out, h, payload, h->len, NULL, 0);
+}
+
+void phx_frame_put_hdr2(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *a, size_t na,
+                        const void *b, size_t nb)
+{
     h->magic = PHX_FRAME_MAGIC;
     h->version = PHX_WIRE_VERSION;
-    uint32_t c = payload_crc(payload, h->len);
+    uint32_t c = na ? phx_crc32c(0, a, na) : 0;
+    if (nb)
+        c = phx_crc32c(c, b, nb);
     h->crc = 0;
     put_hdr(out, h);
     h->crc = phx_crc32c(c, out, LINK_OFF);
@@ -173,4 +181,17 @@ int phx_frame_decode(const uint8_t *buf, size_t avail, uint32_t max_payload,
         return fail(why, PHX_ECHECKSUM, "crc mismatch: got 0x%08x, computed 0x%08x (%s len %u)",
                     (unsigned)h->crc, (unsigned)c, phx_frame_type_name(h->type), (unsigned)h->len);
     return (int)total;
+}
+
+int phx_frame_verify_crc(const uint8_t hdr[PHX_FRAME_HDR], uint32_t payload_crc, const char **why)
+{
+    if (why)
+        *why = "";
+    phx_frame_hdr_t h;
+    get_hdr(hdr, &h);
+    uint32_t c = hdr_crc(payload_crc, hdr);
+    if (c != h.crc)
+        return fail(why, PHX_ECHECKSUM, "crc mismatch: got 0x%08x, computed 0x%08x (%s len %u, received in place)",
+                    (unsigned)h.crc, (unsigned)c, phx_frame_type_name(h.type), (unsigned)h.len);
+    return 0;
 }

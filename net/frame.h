@@ -59,6 +59,10 @@ void phx_frame_encode(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void
  * field holds the CRC32C of the h->len payload bytes (read here) and header
  * bytes [0,48) (crc field as zero) until phx_frame_seal finishes it. */
 void phx_frame_put_hdr(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *payload);
+/* Same, for a payload in two pieces a[0..na) b[0..nb), na + nb == h->len
+ * (a zero-copy send: prefix and caller's buffer). */
+void phx_frame_put_hdr2(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *a, size_t na,
+                        const void *b, size_t nb);
 /* Seals a header from phx_frame_put_hdr, exactly once: stores lseq and lack
  * and completes the crc over those 16 bytes. */
 void phx_frame_seal(uint8_t *hdr, uint64_t lseq, uint64_t lack);
@@ -81,5 +85,11 @@ void phx_frame_seal(uint8_t *hdr, uint64_t lseq, uint64_t lack);
  * the stream: a byte stream cannot be resynchronised, close the connection. */
 int phx_frame_decode(const uint8_t *buf, size_t avail, uint32_t max_payload,
                      phx_frame_hdr_t *h, const char **why);
+
+/* Checks the crc of a frame whose header decode accepted (PHX_ETRUNC with
+ * 64 bytes in) and whose payload was received elsewhere (a zero-copy
+ * receive): payload_crc is phx_crc32c(0, ...) over all h.len payload bytes
+ * in order. Returns 0, or PHX_ECHECKSUM with a reason in *why as decode. */
+int phx_frame_verify_crc(const uint8_t hdr[PHX_FRAME_HDR], uint32_t payload_crc, const char **why);
 
 #endif

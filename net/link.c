@@ -10,6 +10,9 @@ typedef struct batch {
     uint8_t *data;
     size_t len, cap;            /* cap: the allocation, for reuse */
     uint64_t first, last, charge;
+    phx_link_ext_t *ext;        /* referenced payload tails (zero-copy), next of them */
+    int next;
+    size_t ext_bytes;
 } batch_t;
 
 struct phx_link {
@@ -77,14 +80,30 @@ int phx_link_create(phx_link_t **out)
 
 static batch_t *at(phx_link_t *l, size_t i) { return &l->q[(l->head + i) % l->cap]; }
 
+void phx_link_ext_free(phx_link_ext_t *ext, int next)
+{
+    for (int i = 0; i < next; i++)
+        ext[i].release(ext[i].arg);
+    free(ext);
+}
+
+static size_t ext_bytes(const phx_link_ext_t *ext, int next)
+{
+    size_t n = 0;
+    for (int i = 0; i < next; i++)
+        n += ext[i].len;
+    return n;
+}
+
 static uint64_t pop_acked(phx_link_t *l)
 {
     uint64_t charge = 0;
     while (l->n && at(l, 0)->last <= l->acked) {
         batch_t *b = at(l, 0);
         charge += b->charge;
-        l->bytes -= b->len;
+        l->bytes -= b->len + b->ext_bytes;
         release(l, b->data, b->cap);
+        phx_link_ext_free(b->ext, b->next);
         l->head = (l->head + 1) % l->cap;
         l->n--;
     }
@@ -98,6 +117,7 @@ uint64_t phx_link_reset(phx_link_t *l)
         batch_t *b = at(l, 0);
         charge += b->charge;
         free(b->data);
+        phx_link_ext_free(b->ext, b->next);
         l->head = (l->head + 1) % l->cap;
         l->n--;
     }
@@ -119,23 +139,37 @@ void phx_link_destroy(phx_link_t *l)
     free(l);
 }
 
-/* Size of the whole frame at p within [p, end), or 0 if it is not whole. */
-static size_t frame_size(const uint8_t *p, const uint8_t *end)
+/* Bytes in the run of the frame at p within [base, end): all of it, or
+ * its inline part when its payload ends in ext[*k] (*k then moves past
+ * it); 0 if it is not whole. */
+static size_t frame_span(const uint8_t *base, const uint8_t *p, const uint8_t *end,
+                         const phx_link_ext_t *ext, int next, int *k)
 {
     if ((size_t)(end - p) < PHX_FRAME_HDR)
         return 0;
-    size_t sz = PHX_FRAME_HDR + (size_t)phx_get_le32(p + 8);
+    size_t o = (size_t)(p - base), sz = PHX_FRAME_HDR + (size_t)phx_get_le32(p + 8);
+    if (*k < next && ext[*k].at < o + sz) {
+        if (ext[*k].at < o + PHX_FRAME_HDR || ext[*k].at + ext[*k].len != o + sz)
+            return 0;   /* a reference that is not this frame's payload tail */
+        sz = ext[(*k)++].at - o;
+    }
     return sz <= (size_t)(end - p) ? sz : 0;
 }
 
 int phx_link_seal(phx_link_t *l, uint8_t *frames, size_t len)
 {
+    return phx_link_seal_ext(l, frames, len, NULL, 0);
+}
+
+int phx_link_seal_ext(phx_link_t *l, uint8_t *frames, size_t len, const phx_link_ext_t *ext, int next)
+{
     uint8_t *p = frames, *end = frames + len;
     uint64_t first = l->sealed;
+    int k = 0;
     /* One pass: the headers of a large batch are not in cache twice. */
     while (p < end) {
-        size_t sz = frame_size(p, end);
-        if (!sz) {
+        size_t sz = frame_span(frames, p, end, ext, next, &k);
+        if (!sz || (p + sz == end && k < next)) {
             l->sealed = first;   /* a bad run numbers nothing */
             return PHX_EPROTO;
         }
@@ -150,18 +184,26 @@ int phx_link_seal(phx_link_t *l, uint8_t *frames, size_t len)
 int phx_link_retain(phx_link_t *l, uint8_t *data, size_t len, size_t cap, int count,
                     uint64_t charge, uint64_t *freed)
 {
+    return phx_link_retain_ext(l, data, len, cap, count, NULL, 0, charge, freed);
+}
+
+int phx_link_retain_ext(phx_link_t *l, uint8_t *data, size_t len, size_t cap, int count,
+                        phx_link_ext_t *ext, int next, uint64_t charge, uint64_t *freed)
+{
     uint64_t dummy;
     if (!freed)
         freed = &dummy;
     *freed = 0;
     if (!len || count <= 0) {
         free(data);
+        phx_link_ext_free(ext, next);
         *freed = charge;
         return 0;
     }
     uint64_t first = phx_get_le64(data + 48), last = first + (uint64_t)count - 1;
     if (last <= l->acked) {   /* acked while the write was still in flight */
         release(l, data, cap);
+        phx_link_ext_free(ext, next);
         *freed = charge;
         return 0;
     }
@@ -170,6 +212,7 @@ int phx_link_retain(phx_link_t *l, uint8_t *data, size_t len, size_t cap, int co
         batch_t *q = malloc(cap * sizeof *q);
         if (!q) {
             free(data);
+            phx_link_ext_free(ext, next);
             *freed = charge;
             return PHX_ENOMEM;
         }
@@ -180,9 +223,10 @@ int phx_link_retain(phx_link_t *l, uint8_t *data, size_t len, size_t cap, int co
         l->cap = cap;
         l->head = 0;
     }
-    *at(l, l->n) = (batch_t){ data, len, cap, first, last, charge };
+    size_t eb = ext_bytes(ext, next);
+    *at(l, l->n) = (batch_t){ data, len, cap, first, last, charge, ext, next, eb };
     l->n++;
-    l->bytes += len;
+    l->bytes += len + eb;
     return 0;
 }
 
@@ -201,21 +245,26 @@ int phx_link_on_ack(phx_link_t *l, uint64_t ack, uint64_t *freed)
 long phx_link_resend(phx_link_t *l, uint8_t **out)
 {
     *out = NULL;
-    size_t total = 0, skip = 0;
+    size_t total = 0, skip = 0, skip_ext = 0;
+    int kskip = 0;
     if (!l->n)
         return 0;
     /* The oldest batch may be acked in part: start past its acked frames. */
     batch_t *b0 = at(l, 0);
     for (const uint8_t *p = b0->data, *end = b0->data + b0->len; p < end;) {
-        size_t sz = frame_size(p, end);
+        int k = kskip;
+        size_t sz = frame_span(b0->data, p, end, b0->ext, b0->next, &k);
         if (!sz || phx_get_le64(p + 48) > l->acked)
             break;
+        if (k != kskip)
+            skip_ext += b0->ext[kskip].len;
+        kskip = k;
         skip += sz;
         p += sz;
     }
     for (size_t i = 0; i < l->n; i++)
-        total += at(l, i)->len;
-    total -= skip;
+        total += at(l, i)->len + at(l, i)->ext_bytes;
+    total -= skip + skip_ext;
     if (!total)
         return 0;
     uint8_t *buf = malloc(total);
@@ -225,8 +274,17 @@ long phx_link_resend(phx_link_t *l, uint8_t **out)
     for (size_t i = 0; i < l->n; i++) {
         batch_t *b = at(l, i);
         size_t from = i ? 0 : skip;
-        memcpy(buf + off, b->data + from, b->len - from);
-        off += b->len - from;
+        /* Inline runs with the referenced tails put back in between. */
+        for (int k = i ? 0 : kskip; k <= b->next; k++) {
+            size_t to = k < b->next ? b->ext[k].at : b->len;
+            memcpy(buf + off, b->data + from, to - from);
+            off += to - from;
+            if (k < b->next) {
+                memcpy(buf + off, b->ext[k].p, b->ext[k].len);
+                off += b->ext[k].len;
+            }
+            from = to;
+        }
     }
     *out = buf;
     return (long)total;
@@ -243,6 +301,8 @@ int phx_link_on_recv(phx_link_t *l, uint64_t seq)
     l->recvd = seq;
     return 1;
 }
+
+uint64_t phx_link_recvd(const phx_link_t *l) { return l->recvd; }
 
 uint64_t phx_link_ack_due(const phx_link_t *l) { return l->recvd - l->ack_sent; }
 

@@ -23,6 +23,19 @@
 
 typedef struct phx_link phx_link_t;
 
+/* Zero-copy send: the tail of one frame's payload is not in the run but
+ * referenced. It belongs at offset `at` of the run (right after the frame's
+ * inline part: header and any leading payload bytes) and ends the frame.
+ * The link calls release(arg) exactly once, on the communication thread,
+ * when it lets go of the bytes (acked, reset, destroyed, or a failed
+ * retain); until then they must stay unchanged. */
+typedef struct phx_link_ext {
+    size_t at, len;
+    const uint8_t *p;
+    void (*release)(void *arg);
+    void *arg;
+} phx_link_ext_t;
+
 /* Returns 0 or PHX_ENOMEM. */
 int phx_link_create(phx_link_t **out);
 /* Frees the link and every retained batch. NULL is a no-op. */
@@ -35,6 +48,9 @@ void phx_link_destroy(phx_link_t *l);
  * Returns the number of frames sealed, or PHX_EPROTO if the run does not
  * consist of whole frames (a caller bug; the sequence is left as it was). */
 int phx_link_seal(phx_link_t *l, uint8_t *frames, size_t len);
+/* Same, for a run whose frames ext[0..next) end in referenced bytes (in
+ * order of `at`). */
+int phx_link_seal_ext(phx_link_t *l, uint8_t *frames, size_t len, const phx_link_ext_t *ext, int next);
 
 /* After the sealed run has been handed to the socket (whether or not the
  * write succeeded): takes ownership of data (malloc'd, holding exactly the
@@ -45,6 +61,13 @@ int phx_link_seal(phx_link_t *l, uint8_t *frames, size_t len);
  * charge returned in *freed: the frames are given up on). */
 int phx_link_retain(phx_link_t *l, uint8_t *data, size_t len, size_t cap, int count,
                     uint64_t charge, uint64_t *freed);
+/* Same for a run sealed by phx_link_seal_ext: also takes the malloc'd array
+ * ext[0..next) and the references in it (released as documented above). */
+int phx_link_retain_ext(phx_link_t *l, uint8_t *data, size_t len, size_t cap, int count,
+                        phx_link_ext_t *ext, int next, uint64_t charge, uint64_t *freed);
+/* Releases the references ext[0..next) and frees the array (the caller's
+ * own, never retained: a dead peer's queue). */
+void phx_link_ext_free(phx_link_ext_t *ext, int next);
 
 /* The peer acknowledged every frame up to ack. *freed receives the charge of
  * the batches released. Returns 0 (also for an old, lower ack) or
@@ -61,7 +84,7 @@ long phx_link_resend(phx_link_t *l, uint8_t **out);
  * growing a fresh output buffer after every write. */
 uint8_t *phx_link_spare(phx_link_t *l, size_t *cap);
 
-/* Bytes retained (written, not yet acked). */
+/* Bytes retained (written, not yet acked; referenced bytes included). */
 uint64_t phx_link_retained(const phx_link_t *l);
 
 /* ---- receiving ---- */
@@ -71,6 +94,8 @@ uint64_t phx_link_retained(const phx_link_t *l);
  * or skips ahead. */
 int phx_link_on_recv(phx_link_t *l, uint64_t seq);
 
+/* Sequence number of the last frame delivered (the next is this + 1). */
+uint64_t phx_link_recvd(const phx_link_t *l);
 /* Frames delivered since the last ack sent (by seal or take_ack); 0: none due. */
 uint64_t phx_link_ack_due(const phx_link_t *l);
 /* The cumulative ack to put in a standalone ACK frame; marks it sent. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "net/auth.h"
+#include "net/crc32c.h"
 #include "net/link.h"
 #include "ft/ckpt/member.h"
 #include "phx_err.h"
@@ -43,6 +44,8 @@
 typedef struct buf {
     uint8_t *data;
     size_t len, cap;
+    phx_link_ext_t *ext;        /* referenced payload tails (zero-copy sends), in order */
+    int next, extcap;
 } buf_t;
 
 typedef struct peer peer_t;
@@ -56,6 +59,17 @@ typedef struct conn {
     int closing, got_bye, up;
     int dialed;                 /* we dialled peer's address (else accepted) */
     uint64_t nrecv;             /* sequenced frames delivered on this connection */
+    /* A large frame being received straight into its consumer's buffer
+     * (cb.on_claim); rbuf is empty meanwhile. The payload crc runs over
+     * each read as it lands, while the bytes are in cache. */
+    struct {
+        int on, dropped;        /* dropped: phx_net_unclaim; the rest goes to rbuf as scratch */
+        uint8_t hdr[PHX_FRAME_HDR + PHX_NET_ZC_HEAD];
+        uint8_t *dst;
+        size_t need, got;
+        uint32_t crc;
+        void *tok;
+    } zc;
 } conn_t;
 
 struct peer {
@@ -116,6 +130,9 @@ struct phx_net {
      * connection while it has not yet declared our old incarnation dead. */
     int rejoin, rejoining;
     int cut_peer, cut_left, cut_forever;   /* PHX_DEBUG_CUT_LINK */
+    uint32_t zc_min;            /* PHX_NET_ZC_MIN, or PHX_DEBUG_ZC_MIN (tests) */
+    uint64_t zc_tx, zc_rx;      /* frames sent zero-copy / received in place (logged at exit) */
+    unsigned read_max;          /* PHX_DEBUG_READ_MAX (tests): bytes per read, 0 = no cap */
     uint64_t cut_after;
     int handles;                /* open handles; stop completes at zero */
     void (*stop_done)(void *);
@@ -125,6 +142,19 @@ struct phx_net {
 static void conn_close(conn_t *c, const char *why);
 static void conn_close_f(conn_t *c, const char *why, int flags);
 static void report_down(peer_t *p, int graceful, const char *why);
+
+/* Ends c's claim, if any, telling the consumer unless it let go. */
+static void claim_end(conn_t *c, int ok)
+{
+    if (!c->zc.on)
+        return;
+    c->zc.on = 0;
+    if (!c->zc.dropped) {
+        phx_frame_hdr_t h;
+        phx_frame_decode(c->zc.hdr, PHX_FRAME_HDR, UINT32_MAX, &h, NULL);   /* fills h (PHX_ETRUNC) */
+        c->net->cb.on_claimed(c->net->cb.ctx, c->peer->rank, &h, c->zc.hdr + PHX_FRAME_HDR, c->zc.tok, ok);
+    }
+}
 
 static int buf_reserve(buf_t *b, size_t extra)
 {
@@ -139,6 +169,15 @@ static int buf_reserve(buf_t *b, size_t extra)
     b->data = d;
     b->cap = cap;
     return 0;
+}
+
+/* Drops a buffer's frames unsent: their references are released. */
+static void buf_drop(buf_t *b)
+{
+    b->len = 0;
+    for (int i = 0; i < b->next; i++)
+        b->ext[i].release(b->ext[i].arg);
+    b->next = 0;
 }
 
 static void handle_closed(uv_handle_t *h)
@@ -194,6 +233,32 @@ static int frame_append(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t pl
     h->len = (uint32_t)(plen + len);
     phx_frame_put_hdr(dst, h, dst + PHX_FRAME_HDR);
     b->len += total;
+    return 0;
+}
+
+/* Appends a frame whose payload is prefix + a referenced buffer: only the
+ * header and prefix are copied; the buffer is written from where it is. */
+static int frame_append_ref(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t plen,
+                            const void *payload, size_t len, void (*release)(void *), void *arg)
+{
+    if (b->next == b->extcap) {
+        int cap = b->extcap ? 2 * b->extcap : 8;
+        phx_link_ext_t *e = realloc(b->ext, (size_t)cap * sizeof *e);
+        if (!e)
+            return PHX_ENOMEM;
+        b->ext = e;
+        b->extcap = cap;
+    }
+    if (buf_reserve(b, PHX_FRAME_HDR + plen))
+        return PHX_ENOMEM;
+    uint8_t *dst = b->data + b->len;
+    if (plen)
+        memcpy(dst + PHX_FRAME_HDR, pre, plen);
+    h->len = (uint32_t)(plen + len);
+    phx_frame_put_hdr2(dst, h, dst + PHX_FRAME_HDR, plen, payload, len);
+    b->len += PHX_FRAME_HDR + plen;
+    b->ext[b->next++] = (phx_link_ext_t){ .at = b->len, .len = len, .p = payload,
+                                          .release = release, .arg = arg };
     return 0;
 }
 
@@ -257,7 +322,7 @@ static void peer_flush(peer_t *p)
         return;
     p->ack_now = 0;   /* sealing below or the ACK frame carries the ack */
     p->rx_unacked = 0;
-    uv_buf_t b[2];
+    uv_buf_t bs[16], *b = bs;
     unsigned nb = 0;
     if (ack_only) {
         /* Nothing to piggyback on: a standalone, unsequenced ACK. */
@@ -286,20 +351,36 @@ static void peer_flush(peer_t *p)
             p->cbuf.data = phx_link_spare(p->link, &p->cbuf.cap);
         /* Urgent frames go first on the wire, so they are numbered first. */
         p->wccount = phx_link_seal(p->link, p->wcbuf.data, p->wcbuf.len);
-        p->wcount = phx_link_seal(p->link, p->wbuf.data, p->wbuf.len);
+        p->wcount = phx_link_seal_ext(p->link, p->wbuf.data, p->wbuf.len, p->wbuf.ext, p->wbuf.next);
         if (p->wccount < 0 || p->wcount < 0) {
             PHX_ERROR("net", "frame buffer for rank %d holds a partial frame", p->rank);
             abort();   /* a bug in frame_append: nothing sane to send */
         }
+        /* One writev: urgent frames, then the queue with each referenced
+         * payload between its header and the next frame (no copy). */
+        if (2u + 2u * (unsigned)p->wbuf.next > sizeof bs / sizeof *bs &&
+            !(b = malloc((2u + 2u * (unsigned)p->wbuf.next) * sizeof *b))) {
+            PHX_ERROR("net", "out of memory writing to rank %d", p->rank);
+            abort();
+        }
         if (p->wcbuf.len)
             b[nb++] = uv_buf_init((char *)p->wcbuf.data, (unsigned)p->wcbuf.len);
-        if (p->wbuf.len)
-            b[nb++] = uv_buf_init((char *)p->wbuf.data, (unsigned)p->wbuf.len);
+        size_t from = 0;
+        for (int k = 0; k < p->wbuf.next; k++) {
+            const phx_link_ext_t *e = &p->wbuf.ext[k];
+            b[nb++] = uv_buf_init((char *)p->wbuf.data + from, (unsigned)(e->at - from));
+            b[nb++] = uv_buf_init((char *)(uintptr_t)e->p, (unsigned)e->len);
+            from = e->at;
+        }
+        if (p->wbuf.len > from)
+            b[nb++] = uv_buf_init((char *)p->wbuf.data + from, (unsigned)(p->wbuf.len - from));
     }
     p->writing = 1;
     p->wconn = p->conn;
     p->wreq.data = p;
-    int rc = uv_write(&p->wreq, (uv_stream_t *)&p->conn->tcp, b, nb, on_written);
+    int rc = uv_write(&p->wreq, (uv_stream_t *)&p->conn->tcp, b, nb, on_written);   /* copies b */
+    if (b != bs)
+        free(b);
     if (rc) {
         /* No callback will come: account for the write here. */
         on_written(&p->wreq, rc);
@@ -312,8 +393,18 @@ static int retain(peer_t *p, buf_t *b, int count, uint64_t charge, uint64_t *fre
     uint64_t f = 0;
     int rc = 0;
     if (b->len) {
-        rc = phx_link_retain(p->link, b->data, b->len, b->cap, count, charge, &f);
-        *b = (buf_t){0};
+        phx_link_ext_t *ext = NULL;
+        if (b->next && !(ext = malloc((size_t)b->next * sizeof *ext))) {
+            buf_drop(b);   /* given up on, like a failed retain */
+            rc = PHX_ENOMEM;
+        } else {
+            if (b->next)
+                memcpy(ext, b->ext, (size_t)b->next * sizeof *ext);
+            rc = phx_link_retain_ext(p->link, b->data, b->len, b->cap, count, ext, b->next, charge, &f);
+            b->data = NULL;
+            b->len = b->cap = 0;
+            b->next = 0;   /* the ext array itself stays for reuse */
+        }
     } else {
         f = charge;
     }
@@ -332,9 +423,11 @@ static void on_written(uv_write_t *req, int status)
     p->writing = 0;
     p->wconn = NULL;
     if (p->dead) {   /* closed while writing: nothing will be resent */
+        buf_drop(&p->wbuf);
         free(p->wbuf.data);
         free(p->wcbuf.data);
-        p->wbuf = p->wcbuf = (buf_t){0};
+        p->wbuf.data = p->wcbuf.data = NULL;
+        p->wbuf.cap = p->wcbuf.cap = p->wcbuf.len = 0;
         drain(p, p->wcharge);
         p->wcharge = 0;
         return;
@@ -543,7 +636,8 @@ static int link_frame(conn_t *c, const phx_frame_hdr_t *h)
     return 1;
 }
 
-/* Returns 0 to go on reading, negative if the connection was closed. */
+/* Returns 0 to go on reading, negative if the connection was closed. A
+ * claimed frame (c->zc.on) ends in claim_end instead of on_frame. */
 static int handle_frame(conn_t *c, const phx_frame_hdr_t *h, const uint8_t *payload)
 {
     phx_net_t *n = c->net;
@@ -635,19 +729,79 @@ static int handle_frame(conn_t *c, const phx_frame_hdr_t *h, const uint8_t *payl
         c->got_bye = 1;
         return 0;
     }
-    n->cb.on_frame(n->cb.ctx, c->peer->rank, h, payload);
+    if (c->zc.on)
+        claim_end(c, 1);
+    else
+        n->cb.on_frame(n->cb.ctx, c->peer->rank, h, payload);
     return c->closing ? -1 : 0;
+}
+
+/* A large frame at rbuf + off, header in h: offers it to the consumer.
+ * Returns 1 when claimed (the bytes of it already in rbuf were moved into
+ * the claim), 0 when it is taken as usual, -1 to wait for its first
+ * PHX_NET_ZC_HEAD payload bytes before deciding. */
+static int claim(conn_t *c, const phx_frame_hdr_t *h, size_t off)
+{
+    phx_net_t *n = c->net;
+    size_t avail = c->rbuf.len - off;
+    if (avail < PHX_FRAME_HDR || !c->up || !n->cb.on_claim || h->len < n->zc_min || n->stopping ||
+        (h->type != PHX_FT_APP && h->type != PHX_FT_SPAWN && h->type != PHX_FT_CTRL) ||
+        h->inc != c->peer->inc || (n->cut_left > 0 && c->peer->rank == n->cut_peer) ||
+        h->lseq != phx_link_recvd(c->peer->link) + 1)
+        return 0;
+    if (avail < PHX_FRAME_HDR + PHX_NET_ZC_HEAD)
+        return -1;
+    const uint8_t *f = c->rbuf.data + off;
+    void *tok = NULL;
+    uint8_t *dst = n->cb.on_claim(n->cb.ctx, c->peer->rank, h, f + PHX_FRAME_HDR, &tok);
+    if (!dst)
+        return 0;
+    c->zc.on = 1;
+    c->zc.dropped = 0;
+    n->zc_rx++;
+    c->zc.dst = dst;
+    c->zc.tok = tok;
+    c->zc.need = h->len - PHX_NET_ZC_HEAD;
+    memcpy(c->zc.hdr, f, sizeof c->zc.hdr);
+    c->zc.crc = phx_crc32c(0, f + PHX_FRAME_HDR, PHX_NET_ZC_HEAD);
+    /* The rest of this read belongs to the frame (decode saw no whole one). */
+    c->zc.got = avail - sizeof c->zc.hdr;
+    memcpy(dst, f + sizeof c->zc.hdr, c->zc.got);
+    c->zc.crc = phx_crc32c(c->zc.crc, dst, c->zc.got);
+    return 1;
+}
+
+void phx_net_unclaim(phx_net_t *n, int peer)
+{
+    conn_t *c = n->peers[peer].conn;
+    if (c && c->zc.on)
+        c->zc.dropped = 1;
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
 {
     conn_t *c = (conn_t *)h;
     (void)hint;
+    if (c->zc.on) {   /* exactly the rest of the claimed frame, never more */
+        size_t want = c->zc.need - c->zc.got;
+        if (c->net->read_max && want > c->net->read_max)
+            want = c->net->read_max;
+        if (!c->zc.dropped) {
+            *b = uv_buf_init((char *)c->zc.dst + c->zc.got, (unsigned)want);
+            return;
+        }
+        if (want > c->rbuf.cap)
+            want = c->rbuf.cap;
+        *b = uv_buf_init((char *)c->rbuf.data, (unsigned)want);
+        return;
+    }
     if (buf_reserve(&c->rbuf, RBUF_MIN / 4)) {
         *b = uv_buf_init(NULL, 0);   /* libuv reports UV_ENOBUFS */
         return;
     }
     *b = uv_buf_init((char *)c->rbuf.data + c->rbuf.len, (unsigned)(c->rbuf.cap - c->rbuf.len));
+    if (c->net->read_max && b->len > c->net->read_max)
+        b->len = c->net->read_max;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
@@ -663,6 +817,27 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         conn_close(c, nread == UV_EOF ? "connection closed by peer" : uv_strerror((int)nread));
         return;
     }
+    if (c->zc.on) {
+        if (nread == 0)
+            return;
+        c->zc.crc = phx_crc32c(c->zc.crc, b->base, (size_t)nread);
+        if ((c->zc.got += (size_t)nread) < c->zc.need)
+            return;
+        const char *why;
+        if (phx_frame_verify_crc(c->zc.hdr, c->zc.crc, &why) < 0) {
+            char reason[200];
+            snprintf(reason, sizeof reason, "bad frame: %s", why);
+            conn_close_f(c, reason, CC_STRIKE);
+            return;
+        }
+        phx_frame_hdr_t h;
+        phx_frame_decode(c->zc.hdr, PHX_FRAME_HDR, UINT32_MAX, &h, NULL);
+        int rc = handle_frame(c, &h, c->zc.hdr + PHX_FRAME_HDR);
+        claim_end(c, 0);   /* not delivered (duplicate, stale): the consumer lets go */
+        if (rc == 0 && n->cb.on_read_end)
+            n->cb.on_read_end(n->cb.ctx);
+        return;
+    }
     c->rbuf.len += (size_t)nread;
     size_t off = 0;
     uint32_t max = (uint32_t)(n->cfg->max_frame > PHX_FRAME_LEN_HARDMAX ? PHX_FRAME_LEN_HARDMAX : n->cfg->max_frame);
@@ -671,7 +846,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         const char *why;
         int r = phx_frame_decode(c->rbuf.data + off, c->rbuf.len - off, c->up ? max : 256, &h, &why);
         if (r == PHX_ETRUNC) {
-            if (c->rbuf.len - off >= PHX_FRAME_HDR) {
+            int z = claim(c, &h, off);
+            if (z > 0) {
+                off = c->rbuf.len;   /* all of it went into the claim */
+                break;
+            }
+            if (z == 0 && c->rbuf.len - off >= PHX_FRAME_HDR) {
                 /* Large frame: make room for all of it, so it arrives in place
                  * (moved once: each later read of it finds off == 0). */
                 if (off)
@@ -838,6 +1018,7 @@ static void conn_close_f(conn_t *c, const char *why, int flags)
     phx_net_t *n = c->net;
     peer_t *p = c->peer;
     uv_read_stop((uv_stream_t *)&c->tcp);
+    claim_end(c, 0);
     if (p && p->conn == c) {
         p->conn = NULL;
         int was_up = c->up;
@@ -1024,6 +1205,15 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
         n->peers[r].lost.data = &n->peers[r];
         n->handles += 2;
     }
+    /* Testing only: zero-copy from this payload size on, so small jobs
+     * exercise it (at least PHX_NET_ZC_HEAD + 1). */
+    const char *zc = getenv("PHX_DEBUG_ZC_MIN");
+    n->zc_min = zc && *zc ? (uint32_t)strtoul(zc, NULL, 10) : PHX_NET_ZC_MIN;
+    if (n->zc_min <= PHX_NET_ZC_HEAD)
+        n->zc_min = PHX_NET_ZC_HEAD + 1;
+    /* Testing only: short reads, so frames straddle them. */
+    const char *rm = getenv("PHX_DEBUG_READ_MAX");
+    n->read_max = rm && *rm ? (unsigned)strtoul(rm, NULL, 10) : 0;
     const char *cut = getenv("PHX_DEBUG_CUT_LINK");
     int cut_rank, cut_times = 1;
     unsigned long long cut_after;
@@ -1088,6 +1278,31 @@ int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
     return 0;
 }
 
+int phx_net_send_ref(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix, size_t prefix_len,
+                     const void *payload, size_t len, uint64_t charge, void (*release)(void *), void *arg)
+{
+    if (len < n->zc_min || charge == PHX_NET_URGENT) {
+        int rc = phx_net_send(n, peer, h, prefix, prefix_len, payload, len, charge);
+        release(arg);
+        return rc;
+    }
+    peer_t *p = &n->peers[peer];
+    if (p->dead || p->refused || p->left || n->stopping) {
+        release(arg);
+        return PHX_EDEAD;
+    }
+    h->inc = n->inc;
+    int rc = frame_append_ref(&p->obuf, h, prefix, prefix_len, payload, len, release, arg);
+    if (rc) {
+        release(arg);
+        return rc;
+    }
+    n->zc_tx++;
+    p->ocharge += charge;
+    mark_dirty(p);
+    return 0;
+}
+
 int phx_net_peer_gone(const phx_net_t *n, int peer)
 {
     return peer >= 0 && peer < n->size && !n->peers[peer].up && n->peers[peer].gone;
@@ -1102,7 +1317,7 @@ void phx_net_close_peer(phx_net_t *n, int peer, const char *why)
     uv_timer_stop(&p->retry);
     uv_timer_stop(&p->lost);
     uint64_t charge = p->ocharge + phx_link_reset(p->link);
-    p->obuf.len = 0;
+    buf_drop(&p->obuf);
     p->cbuf.len = 0;
     p->ocharge = 0;
     if (p->conn)
@@ -1158,7 +1373,13 @@ int phx_net_peer_connected(const phx_net_t *n, int peer)
 
 uint64_t phx_net_queued(const phx_net_t *n, int peer)
 {
-    return n->peers[peer].obuf.len + n->peers[peer].wbuf.len;
+    const peer_t *p = &n->peers[peer];
+    uint64_t q = p->obuf.len + p->wbuf.len;
+    for (int k = 0; k < p->obuf.next; k++)
+        q += p->obuf.ext[k].len;
+    for (int k = 0; k < p->wbuf.next; k++)
+        q += p->wbuf.ext[k].len;
+    return q;
 }
 
 static void on_stop_timeout(uv_timer_t *t)
@@ -1221,6 +1442,10 @@ void phx_net_free(phx_net_t *n)
         return;
     if (n->peers)
         for (int r = 0; r < n->size; r++) {
+            buf_drop(&n->peers[r].obuf);
+            buf_drop(&n->peers[r].wbuf);
+            free(n->peers[r].obuf.ext);
+            free(n->peers[r].wbuf.ext);
             free(n->peers[r].obuf.data);
             free(n->peers[r].wbuf.data);
             free(n->peers[r].cbuf.data);
@@ -1232,6 +1457,9 @@ void phx_net_free(phx_net_t *n)
                          (unsigned long long)p->restores, (unsigned long long)p->dups, p->strikes);
             phx_link_destroy(p->link);
         }
+    if (n->zc_tx || n->zc_rx)
+        PHX_INFO("net", "large frames: %llu sent zero-copy, %llu received in place",
+                 (unsigned long long)n->zc_tx, (unsigned long long)n->zc_rx);
     if (n->bad_conns)
         PHX_WARN("net", "%llu connections closed for bad frames or failed authentication",
                  (unsigned long long)n->bad_conns);

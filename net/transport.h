@@ -61,6 +61,19 @@ typedef struct phx_net_cb {
      * it (or dropped with a dead peer): the backpressure bound covers
      * unacknowledged frames kept for resend. */
     void (*on_drain)(void *ctx, int peer, uint64_t charge);
+    /* Optional, zero-copy receive. A frame of at least PHX_NET_ZC_MIN
+     * payload bytes from an up peer, next in its link's order, is arriving;
+     * its header (not yet verified) and first PHX_NET_ZC_HEAD payload bytes
+     * are in. Return where payload bytes [PHX_NET_ZC_HEAD, h->len) are to
+     * be received (its final home), or NULL to take it as usual. Must have
+     * no effect but choosing (the frame may yet fail its checksum). *tok is
+     * the caller's. A claim ends with exactly one on_claimed: ok = 1, the
+     * frame is whole and verified (head: its first PHX_NET_ZC_HEAD payload
+     * bytes, the rest in place; in lieu of on_frame), or ok = 0, dropped
+     * (bad checksum, connection lost, duplicate; it will be resent) and the
+     * buffer is free again. phx_net_unclaim ends a claim early. */
+    uint8_t *(*on_claim)(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void **tok);
+    void (*on_claimed)(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void *tok, int ok);
     /* Fatal error: startup (bind failed, peer unreachable by the deadline or
      * failing authentication) or no memory to keep frames for resend. */
     void (*on_fatal)(void *ctx, int code, const char *why);
@@ -92,6 +105,25 @@ uint64_t phx_net_stale_frames(const phx_net_t *n);
 #define PHX_NET_URGENT UINT64_MAX
 int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
                  size_t prefix_len, const void *payload, size_t len, uint64_t charge);
+
+/* Zero-copy phx_net_send for large payloads: the payload is not copied
+ * but written from where it is (one writev with the queued frames) and
+ * referenced until the peer acknowledges the frame (it may be resent after
+ * a reconnect); then release(arg) runs, once, on the comm thread. It also
+ * runs when the frame is dropped with a dead peer, on an error return, and
+ * at once for a payload below PHX_NET_ZC_MIN or an urgent frame (those are
+ * copied; PHX_DEBUG_ZC_MIN=BYTES lowers the threshold for tests). The
+ * payload must stay unchanged until release. */
+#define PHX_NET_ZC_MIN (64u << 10)
+int phx_net_send_ref(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix, size_t prefix_len,
+                     const void *payload, size_t len, uint64_t charge, void (*release)(void *arg), void *arg);
+
+#define PHX_NET_ZC_HEAD 64
+/* The caller is about to free or reuse the buffer it gave on_claim for
+ * peer's frame in progress (if any): the rest of that frame is read into
+ * scratch memory, checked and acknowledged, and not delivered; no
+ * on_claimed follows. */
+void phx_net_unclaim(phx_net_t *n, int peer);
 
 /* Writes every queued frame now rather than at the loop's prepare phase:
  * for a caller about to hold the comm thread (a checkpoint's serialisation

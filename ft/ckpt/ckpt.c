@@ -184,7 +184,7 @@ int phx_ck_filter_marked(const phx_ck_filter_t *f, int self, uint64_t e, const u
  * one's size, and fresh large allocations cost a page fault per page. */
 static void pool_put(phx_ck_store_t *s, void *buf)
 {
-    if (!buf)
+    if (!buf || (s->keep && s->keep(s->keep_ctx, buf)))
         return;
     size_t cap = malloc_usable_size(buf);   /* what it was allocated for, not the blob's length */
     int k = 0;

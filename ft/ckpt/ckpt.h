@@ -117,6 +117,11 @@ typedef struct phx_ck_store {
     phx_ck_copy_t slot[2];
     void *pool[PHX_CK_POOL];    /* buffers of dropped copies, for reuse */
     size_t pool_cap[PHX_CK_POOL];
+    /* Optional (set after init): asked before a dropped blob is pooled or
+     * freed; returning 1 takes it over (it is still being read: a zero-copy
+     * send in flight), and the store forgets it. */
+    int (*keep)(void *ctx, void *blob);
+    void *keep_ctx;
 } phx_ck_store_t;
 
 int phx_ck_store_init(phx_ck_store_t *s, int n, int nloc);

@@ -8,7 +8,9 @@
  *   drop unseen, then a data frame without a link sequence number, which
  *   makes it close), auth-badpayload (a well-framed, sequenced APP frame
  *   addressed to a task that does not live on the node: its protocol
- *   rejects it)
+ *   rejects it), auth-big (the same with a 1 MiB payload written in
+ *   pieces, so the node receives it in place over several reads),
+ *   auth-bigbadcrc (that, with one payload bit flipped near its end)
  * Exit 0 if the node closed the connection within 10 s, 1 if it did not,
  * 2 on a setup error (could not connect, handshake failed). */
 #include <arpa/inet.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -174,6 +177,25 @@ int main(int argc, char **argv)
             phx_frame_encode(hdr, &h, p);
             put(hdr, sizeof hdr);
             put(p, sizeof p);
+        } else if (!strncmp(mode, "auth-big", 8)) {
+            size_t len = 1u << 20;
+            uint8_t hdr[PHX_FRAME_HDR], *p = calloc(1, len);
+            if (!p)
+                return 2;
+            for (size_t i = 0; i < len; i++)
+                p[i] = (uint8_t)(i * 131 + 7);
+            phx_frame_hdr_t h = { .type = PHX_FT_APP, .len = (uint32_t)len, .dst = 3ull << 48, .lseq = 1 };
+            phx_frame_encode(hdr, &h, p);
+            if (strstr(mode, "badcrc"))
+                p[len - 100] ^= 4;
+            put(hdr, sizeof hdr);
+            /* In pieces with pauses: the node's reads end inside the payload. */
+            const struct timespec pause = { 0, 20 * 1000 * 1000 };
+            for (size_t off = 0, k = 1000; off < len; off += k, k = k < 300000 ? k * 4 : k) {
+                put(p + off, off + k > len ? len - off : k);
+                nanosleep(&pause, NULL);
+            }
+            free(p);
         } else {
             corrupt(mode);
         }

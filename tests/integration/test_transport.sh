@@ -64,6 +64,15 @@ check "link loss named as the reason" grep -q "lost rank 1 .*link not restored i
 post_auth b0 $((P + 12)) auth-badpayload
 check "malformed message reason logged" grep -q "malformed application frame" "$TMP/b0.err"
 
+# 2c. Large frames are received in place (zero-copy), over several reads: a
+# valid one passes its checksum and reaches the protocol (which rejects its
+# address), a corrupt one closes the connection with the reason logged.
+post_auth z0 $((P + 14)) auth-big
+check "large frame received in pieces is checked and delivered" grep -q "malformed application frame" "$TMP/z0.err"
+post_auth z1 $((P + 16)) auth-bigbadcrc
+check "bad checksum on a large frame received in place logged" \
+    grep -q "bad frame: crc mismatch.*APP len 1048576, received in place" "$TMP/z1.err"
+
 # 3. A peer that never comes: a clear error naming host:port.
 P3=$((P + 4))
 PHX_STARTUP_TIMEOUT=1000 PHX_RANK=1 PHX_SIZE=2 PHX_PEERS="127.0.0.1:$P3,127.0.0.1:$((P3 + 1))" \
