@@ -79,5 +79,7 @@ void phx_recovery_free(phx_node_t *n);
 
 /* The cr mode's ops (core/ckpt.c). */
 extern const phx_recovery_ops_t phx_recovery_cr;
+/* Message logging (core/mlog.c; protocol in ft/mlog/). */
+extern const phx_recovery_ops_t phx_recovery_mlog_causal, phx_recovery_mlog_pessimistic;
 
 #endif

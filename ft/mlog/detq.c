@@ -1,10 +1,14 @@
 /* Lock-free determinant queue: see detq.h for the contract. */
 #include "ft/mlog/detq.h"
 
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/common/phx_err.h"
 
@@ -15,6 +19,7 @@ struct phx_detq {
      * the consumer writes `start`. */
     _Alignas(LINE) _Atomic uint64_t next;
     _Alignas(LINE) _Atomic uint64_t end;
+    _Atomic uint32_t sleepers;  /* producers parked on end's futex */
     _Alignas(LINE) _Atomic uint64_t start;
     _Alignas(LINE) _Atomic uint32_t inc;
     _Atomic int closed;
@@ -95,17 +100,42 @@ phx_det_t *phx_detq_slot(phx_detq_t *q, uint64_t t)
     return &q->ring[t & (q->cap - 1)];
 }
 
+/* The low 32 bits of end, as a futex word (little-endian x86/arm). */
+static uint32_t *end_word(phx_detq_t *q)
+{
+    return (uint32_t *)(void *)&q->end;
+}
+
 int phx_detq_publish(phx_detq_t *q, uint64_t t)
 {
-    /* Publish strictly in reservation order (Alg. 22's spin). */
+    /* Publish strictly in reservation order (Alg. 22's spin). A producer
+     * preempted between reserve and publish stalls every later one; on an
+     * oversubscribed box yielding alone turns that into a convoy of
+     * yielders, so after spinning a waiter parks on end's futex and the
+     * publisher wakes the parked ones (1 ms timeout: close() needs no
+     * wake-up of its own). */
     unsigned spins = 0;
-    while (atomic_load_explicit(&q->end, memory_order_acquire) != t) {
+    uint64_t e;
+    while ((e = atomic_load_explicit(&q->end, memory_order_acquire)) != t) {
         if (atomic_load_explicit(&q->closed, memory_order_relaxed))
             return PHX_ECANCELED;
-        backoff(&spins);
+        if (spins < 1024) {
+            backoff(&spins);   /* counts; pauses below 1024 */
+            continue;
+        }
+        atomic_fetch_add_explicit(&q->sleepers, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&q->end, memory_order_seq_cst) == e) {
+            struct timespec ts = { 0, 1000000 };
+            syscall(SYS_futex, end_word(q), FUTEX_WAIT_PRIVATE, (uint32_t)e, &ts, NULL, 0);
+        }
+        atomic_fetch_sub_explicit(&q->sleepers, 1, memory_order_relaxed);
     }
-    /* Only the owner of t can move end past t: a plain store suffices. */
-    atomic_store_explicit(&q->end, t + 1, memory_order_release);
+    /* Only the owner of t can move end past t. seq_cst pairs with the
+     * sleepers' increment then re-check (Dekker): either they see the new
+     * end or we see them and wake them. */
+    atomic_store_explicit(&q->end, t + 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&q->sleepers, memory_order_seq_cst))
+        syscall(SYS_futex, end_word(q), FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
     return 0;
 }
 
