@@ -120,7 +120,18 @@ typedef struct cr {
     uint64_t disk_epoch;        /* coordinator: epoch whose files are being written */
     uint8_t *disk_ok;
     int rb_disk;                /* the decided rollback restores from disk */
+    /* A mode layered on cr (message logging) hears of commits and
+     * rollbacks, with the workers paused (phx_cr_listen). */
+    phx_cr_listen_fn lis;
+    void *lis_arg;
 } cr_t;
+
+void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg)
+{
+    cr_t *c = st;
+    c->lis = fn;
+    c->lis_arg = arg;
+}
 
 enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK };
 
@@ -629,6 +640,8 @@ static void drain_queue(phx_node_t *n, struct cds_wfcq_head *h, struct cds_wfcq_
 static void discard_all(cr_t *c)
 {
     phx_node_t *n = c->n;
+    if (c->lis)
+        c->lis(c->lis_arg, PHX_CR_ROLLBACK, c->rb_epoch);
     int64_t work = 0, inbound = 0, outw = 0, unused = 0;
     phx_node_batch_flush(n);
     drain_queue(n, &n->oh, &n->ot, &outw, &unused);
@@ -930,6 +943,8 @@ static void on_commit(cr_t *c, uint64_t id)
     PHX_INFO("ckpt", "epoch %llu committed (%zu bytes here, %.1f ms)", (unsigned long long)c->ck_epoch,
              c->ck_bytes, ms);
     c->phase = PH_IDLE;
+    if (c->lis)
+        c->lis(c->lis_arg, PHX_CR_COMMIT, c->ck_epoch);
     resume_workers(c);
     phx_ck_copy_t *slot = phx_ck_store_get(&c->store, c->ck_epoch);
     if (c->dir && slot && slot->own) {

@@ -25,7 +25,9 @@ typedef struct phx_worker phx_worker_t;
 #define PHX_EXIT_CKPT_LOST 78
 
 /* PHX_FT_CTRL tags 24..39 belong to the recovery modes. */
-enum { PHX_CTRL_REC_FIRST = 24, PHX_CTRL_REC_LAST = 39 };
+enum { PHX_CTRL_REC_FIRST = 24, PHX_CTRL_REC_LAST = 47 };
+/* cr uses 24..39; message logging (core/mlog.c) 40..47. */
+enum { PHX_CTRL_CR_LAST = 39 };
 
 typedef struct phx_recovery_ops {
     const char *name;
@@ -79,6 +81,12 @@ void phx_recovery_free(phx_node_t *n);
 
 /* The cr mode's ops (core/ckpt.c). */
 extern const phx_recovery_ops_t phx_recovery_cr;
+/* A mode built on cr's state (st from phx_recovery_cr.init) hears of each
+ * commit of an epoch and each rollback to one, on the comm thread while
+ * every worker is paused. */
+enum { PHX_CR_COMMIT = 1, PHX_CR_ROLLBACK = 2 };
+typedef void (*phx_cr_listen_fn)(void *arg, int what, uint64_t epoch);
+void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg);
 /* Message logging (core/mlog.c; protocol in ft/mlog/). */
 extern const phx_recovery_ops_t phx_recovery_mlog_causal, phx_recovery_mlog_pessimistic;
 

@@ -36,6 +36,7 @@ struct phx_ml {
     size_t ndl, capdl;
     origin_t *org;              /* n */
     uint32_t *peer_inc;         /* n: agreed incarnation per peer */
+    uint64_t *sent;             /* n x nq: end of what each peer was sent */
     phx_ml_stats_t st;
 };
 
@@ -50,7 +51,8 @@ phx_ml_t *phx_ml_create(const phx_ml_cfg_t *c)
     ml->q = calloc((size_t)c->nq, sizeof *ml->q);
     ml->org = calloc((size_t)c->n, sizeof *ml->org);
     ml->peer_inc = calloc((size_t)c->n, sizeof *ml->peer_inc);
-    if (!ml->q || !ml->org || !ml->peer_inc)
+    ml->sent = calloc((size_t)c->n * (size_t)c->nq, sizeof *ml->sent);
+    if (!ml->sent || !ml->q || !ml->org || !ml->peer_inc)
         goto fail;
     for (int i = 0; i < c->nq; i++)
         if (!(ml->q[i] = phx_detq_create(c->qcap, c->inc, NULL, NULL)))
@@ -71,6 +73,7 @@ void phx_ml_destroy(phx_ml_t *ml)
     free(ml->q);
     free(ml->org);
     free(ml->peer_inc);
+    free(ml->sent);
     free(ml->log);
     free(ml->arena);
     free(ml->dl);
@@ -214,7 +217,21 @@ size_t phx_ml_pb_size(phx_ml_t *ml)
 
 /* Trailer: u32 inc, u16 ranges, then per range u16 queue, u64 first,
  * u32 count, count x (sender, receiver, ssn, rsn) as u64. */
+static long encode(phx_ml_t *ml, uint64_t *sent, void *buf, size_t cap);
+
 long phx_ml_pb_encode(phx_ml_t *ml, void *buf, size_t cap)
+{
+    return encode(ml, NULL, buf, cap);
+}
+
+long phx_ml_pb_encode_to(phx_ml_t *ml, int peer, void *buf, size_t cap)
+{
+    if (peer < 0 || peer >= ml->c.n)
+        return PHX_EINVAL;
+    return encode(ml, ml->sent + (size_t)peer * (size_t)ml->c.nq, buf, cap);
+}
+
+static long encode(phx_ml_t *ml, uint64_t *sent, void *buf, size_t cap)
 {
     phx_wenc_t e;
     phx_wenc_init(&e, buf, cap);
@@ -224,6 +241,10 @@ long phx_ml_pb_encode(phx_ml_t *ml, void *buf, size_t cap)
     uint64_t copies = 0;
     for (int i = 0; i < ml->c.nq; i++) {
         uint64_t f, end, n = phx_detq_piggyback(ml->q[i], &f, &end);
+        if (sent && sent[i] > f) {
+            f = sent[i] < end ? sent[i] : end;
+            n = end - f;
+        }
         if (!n)
             continue;
         phx_wenc_u16(&e, (uint16_t)i);
@@ -243,6 +264,8 @@ long phx_ml_pb_encode(phx_ml_t *ml, void *buf, size_t cap)
         }
         ranges++;
         copies += n;
+        if (sent)
+            sent[i] = end;
     }
     if (e.err)
         return e.err;

@@ -89,6 +89,12 @@ int phx_ml_log(phx_ml_t *ml, int dst_rank, uint64_t src, uint64_t dst, uint64_t 
  * when cap is too small (phx_ml_pb_size says how much is needed). */
 size_t phx_ml_pb_size(phx_ml_t *ml);
 long phx_ml_pb_encode(phx_ml_t *ml, void *buf, size_t cap);
+/* The same for a FIFO link to `peer`: only dets not yet sent to that peer
+ * (a suffix per queue), since the earlier ones precede on the link. What
+ * the receiver stores is the same (it keeps every range it gets). Returns
+ * bytes, 0 when the peer has every unacknowledged det already, or
+ * PHX_ENOSPC (phx_ml_pb_size bounds it). */
+long phx_ml_pb_encode_to(phx_ml_t *ml, int peer, void *buf, size_t cap);
 /* Receiving node: stores the dets of a trailer from `from` (the detLog,
  * keyed by origin, deduplicated by queue index) and encodes the ack to
  * send back into ack (PHX_ML_ACK_MAX bytes). Returns the ack's length, 0

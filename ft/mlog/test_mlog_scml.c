@@ -652,6 +652,16 @@ static void test_trailer_store_ack(void **st)
     assert_int_equal(phx_detq_piggyback(phx_ml_queue(a, 1), &f, &e), 0);
     assert_int_equal(phx_ml_pb_encode(a, pb, sizeof pb), 0);
     assert_int_equal(phx_ml_pb_store(b, 0, pb, 3, ack), PHX_EPROTO);   /* truncated */
+    /* Per-link suffixes: a peer gets each det once, the next only new ones. */
+    assert_int_equal(phx_ml_admit(a, 0, &t, 9, 10, 4, &rsn), PHX_ML_DELIVER);
+    assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, sizeof pb), 6 + 14 + 32);
+    assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, sizeof pb), 0);
+    assert_int_equal(phx_ml_admit(a, 0, &t, 9, 10, 5, &rsn), PHX_ML_DELIVER);
+    n = phx_ml_pb_encode_to(a, 1, pb, sizeof pb);
+    assert_int_equal(n, 6 + 14 + 32);
+    assert_true(phx_ml_pb_store(b, 0, pb, (size_t)n, ack) > 0);
+    phx_ml_stats(b, &x);
+    assert_int_equal(x.detlog_len, 4);   /* the first suffix was encoded but not handed to b */
     assert_int_equal(phx_ml_pb_store(b, 1, pb, (size_t)n, ack), PHX_EPROTO);   /* from itself */
     phx_ml_destroy(a);
     phx_ml_destroy(b);
