@@ -86,18 +86,30 @@ static void ctl(mlog_t *g, int peer, int tag, const void *buf, size_t len)
         g->ctrl_frames++;
 }
 
-/* Encodes for peer (or, peer < 0, every unacked det) into g->buf. */
+/* Encodes for peer (or, peer < 0, every unacked det) into g->buf. Workers
+ * keep publishing while we size the buffer: grow and retry on ENOSPC. */
 static long trailer(mlog_t *g, int peer)
 {
-    size_t need = phx_ml_pb_size(g->ml);
-    if (need > g->cap) {
-        uint8_t *b = realloc(g->buf, need);
+    for (;;) {
+        size_t need = phx_ml_pb_size(g->ml) + 64 * 32;
+        if (need > g->cap) {
+            uint8_t *b = realloc(g->buf, 2 * need);
+            if (!b)
+                return PHX_ENOMEM;
+            g->buf = b;
+            g->cap = 2 * need;
+        }
+        long k = peer >= 0 ? phx_ml_pb_encode_to(g->ml, peer, g->buf, g->cap)
+                           : phx_ml_pb_encode(g->ml, g->buf, g->cap);
+        if (k != PHX_ENOSPC)
+            return k;
+        need = g->cap + 1;
+        uint8_t *b = realloc(g->buf, 2 * need);
         if (!b)
             return PHX_ENOMEM;
         g->buf = b;
-        g->cap = need;
+        g->cap = 2 * need;
     }
-    return peer >= 0 ? phx_ml_pb_encode_to(g->ml, peer, g->buf, g->cap) : phx_ml_pb_encode(g->ml, g->buf, g->cap);
 }
 
 static int next_live(const mlog_t *g)

@@ -238,8 +238,9 @@ static long encode(phx_ml_t *ml, uint64_t *sent, void *buf, size_t cap)
     phx_wenc_u32(&e, ml->c.inc);
     uint8_t *nr = phx_wenc_reserve(&e, 2);
     uint16_t ranges = 0;
-    uint64_t copies = 0;
+    uint64_t copies = 0, upto[MAXQ];
     for (int i = 0; i < ml->c.nq; i++) {
+        upto[i] = sent ? sent[i] : 0;
         uint64_t f, end, n = phx_detq_piggyback(ml->q[i], &f, &end);
         if (sent && sent[i] > f) {
             f = sent[i] < end ? sent[i] : end;
@@ -264,13 +265,14 @@ static long encode(phx_ml_t *ml, uint64_t *sent, void *buf, size_t cap)
         }
         ranges++;
         copies += n;
-        if (sent)
-            sent[i] = end;
+        upto[i] = end;
     }
     if (e.err)
-        return e.err;
+        return e.err;   /* nothing recorded as sent: a retry sends it all */
     if (!ranges)
         return 0;
+    if (sent)
+        memcpy(sent, upto, (size_t)ml->c.nq * sizeof *sent);
     phx_put_le16(nr, ranges);
     ml->st.frames_pb++;
     ml->st.dets_pb += copies;

@@ -86,7 +86,8 @@ int phx_ml_log(phx_ml_t *ml, int dst_rank, uint64_t src, uint64_t dst, uint64_t 
                const void *payload, size_t len);
 /* Piggyback: encodes every queue's unacknowledged range into buf (the
  * frame's trailer). Returns bytes (0: nothing to carry), or PHX_ENOSPC
- * when cap is too small (phx_ml_pb_size says how much is needed). */
+ * when cap is too small: phx_ml_pb_size says how much was needed when
+ * called, but producers may publish more in between, so grow and retry. */
 size_t phx_ml_pb_size(phx_ml_t *ml);
 long phx_ml_pb_encode(phx_ml_t *ml, void *buf, size_t cap);
 /* The same for a FIFO link to `peer`: only dets not yet sent to that peer

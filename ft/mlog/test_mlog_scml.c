@@ -654,6 +654,7 @@ static void test_trailer_store_ack(void **st)
     assert_int_equal(phx_ml_pb_store(b, 0, pb, 3, ack), PHX_EPROTO);   /* truncated */
     /* Per-link suffixes: a peer gets each det once, the next only new ones. */
     assert_int_equal(phx_ml_admit(a, 0, &t, 9, 10, 4, &rsn), PHX_ML_DELIVER);
+    assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, 30), PHX_ENOSPC);   /* records nothing as sent */
     assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, sizeof pb), 6 + 14 + 32);
     assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, sizeof pb), 0);
     assert_int_equal(phx_ml_admit(a, 0, &t, 9, 10, 5, &rsn), PHX_ML_DELIVER);

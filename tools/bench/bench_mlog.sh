@@ -8,9 +8,19 @@
 #     per-worker lock-free queues (one per producer, what the runtime uses;
 #     PIGGYBACK and ACK then sweep all T queues). The three run interleaved
 #     so that the machine's other load hits all of them.
+#  2. Forward-path overhead on jacobi (4 nodes x 2 workers, a checkpoint
+#     every C iterations): recovery=none, cr, mlog-causal and
+#     mlog-pessimistic, in interleaved rounds; per round the ratio of each
+#     mode's time (jacobi's own wall clock) to none's and to cr's of the
+#     same round; medians of the ratios. Plus the thesis's Table 3.1
+#     figures from the nodes' mlog_stats events: dets per remote message,
+#     det copies sent per det, trailer bytes per remote message.
 # Usage: tools/bench/bench_mlog.sh BUILD_DIR [REPS]
-#   OPS=200000 operations per producer; TS="1 2 4 8".
+#   PARTS=1,2 (default both); OPS=200000 operations per producer; TS="1 2 4 8";
+#   JARGS="-N 512 -i 400 -c 50" jacobi's arguments for part 2.
 set -eu
+PARTS=${PARTS:-1,2}
+part() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
 B=${1:-build}/bin
 REPS=${2:-5}
 OPS=${OPS:-200000}
@@ -19,6 +29,7 @@ field() { tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 T=$(mktemp -d /tmp/phx-bench-mlog.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 echo "phalanx message-logging benchmark: $REPS runs each, medians ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%F))"
+if part 1; then
 echo
 echo "1. determinant queue, $OPS ADDs per producer (ns; ratio = mutex / lock-free)"
 echo
@@ -39,3 +50,50 @@ for t in ${TS:-1 2 4 8}; do
         echo "| $t | $k | $a | $b | $(r "$a" "$b") | $c | $(r "$c" "$b") |"
     done
 done
+fi
+
+if part 2; then
+JARGS=${JARGS:-"-N 512 -i 400 -c 50"}
+echo
+echo "2. forward-path overhead, jacobi $JARGS on 4 nodes x 2 workers (time = jacobi's ms; ratios per round, medians)"
+echo
+: >"$T/ratios"
+for r in $(seq "$REPS"); do
+    line=""
+    for m in none cr mlog-causal mlog-pessimistic; do
+        rm -f "$T"/ev.*
+        ft="--phx-ft=1"
+        out=$(PHX_WORKERS=2 "$B/phx" run -n 4 "$B/jacobi" $ft --phx-recovery=$m --phx-eventlog="$T/ev.%r.jsonl" \
+            $JARGS 2>/dev/null | tail -1)
+        ms=$(echo "$out" | sed -n 's/.*(\([0-9.]*\) ms).*/\1/p')
+        line="$line $m=$ms"
+        if [ "$m" = mlog-causal ] || [ "$m" = mlog-pessimistic ]; then
+            cat "$T"/ev.*.jsonl | python3 -c '
+import json, sys
+t = {"dets": 0, "logged": 0, "dets_pb": 0, "pb_bytes": 0}
+for l in sys.stdin:
+    e = json.loads(l)
+    if e["ev"] == "mlog_stats":
+        for k in t: t[k] += e[k]
+print(sys.argv[1], t["dets"] / max(t["logged"], 1), t["dets_pb"] / max(t["dets"], 1), t["pb_bytes"] / max(t["logged"], 1))' "$m" >>"$T/t31"
+        fi
+    done
+    echo "$line" >>"$T/ratios"
+done
+get() { tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
+printf '| mode | ms (median) | / none (median of rounds) | / cr (median of rounds) |\n|---|---|---|---|\n'
+for m in none cr mlog-causal mlog-pessimistic; do
+    ms=$(get "$m" <"$T/ratios" | median)
+    rn=$(while read -r l; do a=$(echo "$l" | get "$m"); b=$(echo "$l" | get none); awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) print a / b }'; done <"$T/ratios" | median)
+    rc=$(while read -r l; do a=$(echo "$l" | get "$m"); b=$(echo "$l" | get cr); awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) print a / b }'; done <"$T/ratios" | median)
+    echo "| $m | $ms | $rn | $rc |"
+done
+echo
+printf '| mode | dets per remote message | det copies sent per det | trailer bytes per remote message |\n|---|---|---|---|\n'
+for m in mlog-causal mlog-pessimistic; do
+    a=$(awk -v m="$m" '$1 == m { print $2 }' "$T/t31" | median)
+    b=$(awk -v m="$m" '$1 == m { print $3 }' "$T/t31" | median)
+    c=$(awk -v m="$m" '$1 == m { print $4 }' "$T/t31" | median)
+    printf '| %s | %.2f | %.2f | %.1f |\n' "$m" "$a" "$b" "$c"
+done
+fi
