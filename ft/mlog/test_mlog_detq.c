@@ -127,9 +127,9 @@ static void test_r2_ordered_publication(void **st)
 
 /* R3 + R6: P producers, the consumer piggybacks and acks at random. */
 #ifdef PHX_TSAN
-#define STRESS_N 3000
+#define STRESS_N 1000
 #else
-#define STRESS_N 30000
+#define STRESS_N 3000
 #endif
 #define PRODUCERS 16
 
