@@ -4,7 +4,7 @@
  * never tests the mode: a mode plugs in by adding its ops to the registry
  * (core/recovery.c). `none` has no ops (a lost node's work is lost); `cr`
  * is coordinated checkpoint/restart (core/ckpt.c, decisions in ft/ckpt/).
- * Message logging adds its own entry later.
+ * mlog-causal and mlog-pessimistic (core/mlog.c) are layered on cr.
  *
  * Threads: every hook runs on the comm thread unless stated otherwise. */
 #ifndef PHX_CORE_RECOVERY_H

@@ -11,8 +11,9 @@
 #  2. Forward-path overhead on jacobi (4 nodes x 2 workers, a checkpoint
 #     every C iterations): recovery=none, cr, mlog-causal and
 #     mlog-pessimistic, in interleaved rounds; per round the ratio of each
-#     mode's time (jacobi's own wall clock) to none's and to cr's of the
-#     same round; medians of the ratios. Plus the thesis's Table 3.1
+#     mode's CPU time (user + sys of every node, the figure the machine's
+#     other load disturbs least) to none's and to cr's of the same round;
+#     medians of the ratios; jacobi's own wall clock beside it. Plus the thesis's Table 3.1
 #     figures from the nodes' mlog_stats events: dets per remote message,
 #     det copies sent per det, trailer bytes per remote message.
 # Usage: tools/bench/bench_mlog.sh BUILD_DIR [REPS]
@@ -63,10 +64,11 @@ for r in $(seq "$REPS"); do
     for m in none cr mlog-causal mlog-pessimistic; do
         rm -f "$T"/ev.*
         ft="--phx-ft=1"
-        out=$(PHX_WORKERS=2 "$B/phx" run -n 4 "$B/jacobi" $ft --phx-recovery=$m --phx-eventlog="$T/ev.%r.jsonl" \
-            $JARGS 2>/dev/null | tail -1)
+        out=$(PHX_WORKERS=2 /usr/bin/time -f "cpu %U %S" -o "$T/cpu" "$B/phx" run -n 4 "$B/jacobi" $ft \
+            --phx-recovery=$m --phx-eventlog="$T/ev.%r.jsonl" $JARGS 2>/dev/null | tail -1)
         ms=$(echo "$out" | sed -n 's/.*(\([0-9.]*\) ms).*/\1/p')
-        line="$line $m=$ms"
+        cpu=$(awk '$1 == "cpu" { print $2 + $3 }' "$T/cpu")
+        line="$line $m=$cpu ms_$m=$ms"
         if [ "$m" = mlog-causal ] || [ "$m" = mlog-pessimistic ]; then
             cat "$T"/ev.*.jsonl | python3 -c '
 import json, sys
@@ -81,12 +83,13 @@ print(sys.argv[1], t["dets"] / max(t["logged"], 1), t["dets_pb"] / max(t["dets"]
     echo "$line" >>"$T/ratios"
 done
 get() { tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
-printf '| mode | ms (median) | / none (median of rounds) | / cr (median of rounds) |\n|---|---|---|---|\n'
+printf '| mode | CPU s (median) | wall ms (median) | CPU / none (median of rounds) | CPU / cr (median of rounds) |\n|---|---|---|---|---|\n'
 for m in none cr mlog-causal mlog-pessimistic; do
-    ms=$(get "$m" <"$T/ratios" | median)
+    cpu=$(get "$m" <"$T/ratios" | median)
+    ms=$(get "ms_$m" <"$T/ratios" | median)
     rn=$(while read -r l; do a=$(echo "$l" | get "$m"); b=$(echo "$l" | get none); awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) print a / b }'; done <"$T/ratios" | median)
     rc=$(while read -r l; do a=$(echo "$l" | get "$m"); b=$(echo "$l" | get cr); awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) print a / b }'; done <"$T/ratios" | median)
-    echo "| $m | $ms | $rn | $rc |"
+    echo "| $m | $cpu | $ms | $rn | $rc |"
 done
 echo
 printf '| mode | dets per remote message | det copies sent per det | trailer bytes per remote message |\n|---|---|---|---|\n'
