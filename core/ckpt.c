@@ -124,13 +124,18 @@ typedef struct cr {
      * rollbacks, with the workers paused (phx_cr_listen). */
     phx_cr_listen_fn lis;
     void *lis_arg;
+    /* Message logging: the first failure restores only the dead node's
+     * tasks (survivors keep their state: the logs replay what it lost). */
+    int partial_ok;             /* set by the layered mode */
+    int rb_partial;             /* the decided round is partial */
 } cr_t;
 
-void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg)
+void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial)
 {
     cr_t *c = st;
     c->lis = fn;
     c->lis_arg = arg;
+    c->partial_ok = partial;
 }
 
 enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK };
@@ -1112,14 +1117,20 @@ static int moves_to(const cr_t *c, const int *loc_e, const int *loc, int x, int 
  * copy, which it ships to the other new hosts of that node's slices. */
 static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
 {
-    discard_all(c);
-    /* The marker closes the lost future on every link. */
-    ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
-    c->filt.round = (uint64_t)c->ndead;
-    uint32_t nt = 0;
-    int rc = restore_blob(c, slot->own, slot->own_len, 1, NULL, &nt);
-    phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
-    phx_evlog("restore", "\"tasks\":%u,\"source\":\"local\"", nt);
+    int rc = 0;
+    if (c->rb_partial) {
+        /* Survivors keep running state, queues and links: nothing is stale. */
+        phx_evlog("partial_restore", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+    } else {
+        discard_all(c);
+        /* The marker closes the lost future on every link. */
+        ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
+        c->filt.round = (uint64_t)c->ndead;
+        uint32_t nt = 0;
+        rc = restore_blob(c, slot->own, slot->own_len, 1, NULL, &nt);
+        phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+        phx_evlog("restore", "\"tasks\":%u,\"source\":\"local\"", nt);
+    }
     for (int x = 0; x < c->size && !rc; x++) {
         if (!c->dead[x] || slot->buddy[x] != c->self)
             continue;
@@ -1259,7 +1270,9 @@ static void rb_try_decide(cr_t *c)
         ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
         return;
     }
-    send_decision(c, e, disk);
+    /* Message logging covers one failure per job here (k = 1; a second
+     * one may have taken determinants with it): then the global rollback. */
+    send_decision(c, e, disk | (c->partial_ok && c->ndead == 1 && !disk ? 2 : 0));
 }
 
 static void send_decision(cr_t *c, uint64_t e, int disk)
@@ -1303,7 +1316,12 @@ static void on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
         memcmp(p + 8, c->dead, (size_t)c->size))
         return;   /* stale: a newer failure is known here */
     c->rb_epoch = phx_get_le64(p);
-    c->rb_disk = p[8 + c->size];
+    c->rb_disk = p[8 + c->size] & 1;
+    c->rb_partial = (p[8 + c->size] >> 1) & 1;
+    if (c->rb_partial)   /* an aborted checkpoint's markers must not count for its redo */
+        for (int r = 0; r < c->size; r++)
+            if (c->filt.ck_mark[r] > c->store.committed)
+                c->filt.ck_mark[r] = c->store.committed;
     if (c->die_point == DIE_ROLLBACK)
         raise(SIGKILL);   /* test: a failure during a recovery */
     c->have_decision = 1;
@@ -1323,6 +1341,8 @@ static void on_go(cr_t *c, uint64_t round)
     phx_evlog("recovery_done", "\"epoch\":%llu,\"round\":%d,\"ms\":%.3f,\"stale_dropped\":%llu",
               (unsigned long long)c->rb_epoch, c->ndead, ms, (unsigned long long)c->filt.dropped);
     PHX_INFO("ckpt", "recovered from epoch %llu in %.1f ms", (unsigned long long)c->rb_epoch, ms);
+    if (c->lis && c->rb_partial)
+        c->lis(c->lis_arg, PHX_CR_PARTIAL, c->rb_epoch);
     resume_workers(c);
     /* The lost node's tasks now have a single copy (at their new host):
      * double it at once. */

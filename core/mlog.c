@@ -1,9 +1,10 @@
 /* Message-logging recovery modes (issue 11): mlog-causal and
  * mlog-pessimistic, layered on recovery=cr (core/ckpt.c), whose
- * coordinated checkpoints bound the logs. The protocol is ft/mlog's state
- * machine; this file feeds it from the runtime's hooks.
+ * coordinated checkpoints bound the logs and whose recovery round
+ * (agreement, relocation, buddy copies) restores the dead node's tasks.
+ * The protocol is ft/mlog's state machine; this file feeds it.
  *
- * Forward path (what runs today):
+ * Forward path:
  *   - on_send (comm thread, before a frame to another node is written): the
  *     message is kept in the sender log; under mlog-causal the dets this
  *     link has not carried yet go first, as an ML_DETS control frame on the
@@ -16,15 +17,14 @@
  *     can leave before its cause is safe;
  *   - ML_DETS at a receiver: stored (detLog), acknowledged with ML_ACK;
  *   - cr's commit of an epoch empties the logs (Alg. 4).
- * Recovery (what does NOT run yet): restoring only the dead node's tasks
- * and replaying them from the survivors' logs and dets (ft/mlog has it,
- * tested on simulated jobs). Until the runtime part lands, every failure
- * takes the fallback the protocol prescribes when determinants cannot be
- * trusted: cr's global rollback, which is correct, only slower. Startup
- * says so on rank 0.
+ * Recovery ("partial recovery" below): the job's first failure restores
+ * only the dead node's tasks, survivors hand back dets and logged messages
+ * and keep running; a later failure falls back to cr's global rollback.
  *
- * Threads: everything on the comm thread except hook() and the pessimistic
- * wait (workers), which touch only their own queue and atomics. */
+ * Threads: everything on the comm thread except hook(), ml_admit() and the
+ * pessimistic wait (workers), which touch only their own queue, atomics and
+ * the replay records under their mutex. */
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,7 +39,7 @@
 #include "phx_err.h"
 #include "phx_log.h"
 
-enum { ML_DETS = PHX_CTRL_CR_LAST + 1, ML_ACK, ML_FLUSH_REQ };
+enum { ML_DETS = PHX_CTRL_CR_LAST + 1, ML_ACK, ML_RDETS, ML_RDONE };
 
 #define QCAP (1u << 16)
 
@@ -54,7 +54,22 @@ typedef struct mlog {
     _Atomic int flush_asked;    /* pessimistic: a worker waits for a flush */
     uint64_t ctrl_frames;
     uint64_t trailers;          /* det frames sent ahead of an app frame */
+    /* Partial recovery (mlog-causal, the job's first failure). */
+    int nfail, full_rb;         /* failures seen; a global rollback happened */
+    phx_map_t rep;              /* restored task id -> rep_t *: written only while
+                                 * workers are paused, then read-only */
+    _Atomic int nrep;           /* records in rep (workers' fast path) */
+    uint8_t *done;              /* ranks whose hand-back arrived (RDONE) */
+    int released;
+    uint64_t resent, dets_back, installed;
 } mlog_t;
+
+/* Replay state of a task restored here (a worker reads it, the comm thread
+ * installs dets and releases: the mutex orders them). */
+typedef struct rep {
+    pthread_mutex_t mu;
+    phx_ml_task_t mt;
+} rep_t;
 
 static const phx_recovery_ops_t *CR = &phx_recovery_cr;
 
@@ -68,10 +83,6 @@ static int ml_configure(phx_node_t *n)
     int rc = CR->configure(n);
     if (rc)
         return rc;
-    if (n->rank == 0)
-        fprintf(stderr, "phalanx: recovery=%s: messages and determinants are logged, but failures are "
-                        "still recovered by the global rollback of recovery=cr (parallel recovery from the logs "
-                        "is not implemented yet)\n", n->cfg.recovery);
     return 0;
 }
 
@@ -190,9 +201,17 @@ static void hook(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uint64_t s
     }
 }
 
+static void partial_handback(mlog_t *g);
+
 static void ml_listen(void *arg, int what, uint64_t epoch)
 {
     mlog_t *g = arg;
+    if (what == PHX_CR_PARTIAL) {
+        partial_handback(g);
+        return;
+    }
+    if (what == PHX_CR_ROLLBACK)
+        g->full_rb = 1;
     phx_ml_stats_t s;
     phx_ml_stats(g->ml, &s);
     /* A commit makes every logged message and det useless (Alg. 4); a
@@ -200,6 +219,242 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
     phx_ml_checkpoint(g->ml);
     phx_evlog(what == PHX_CR_COMMIT ? "mlog_gc" : "mlog_reset", "\"epoch\":%llu,\"log_len\":%llu,\"detlog_len\":%llu",
               (unsigned long long)epoch, (unsigned long long)s.log_len, (unsigned long long)s.detlog_len);
+}
+
+
+/* ---- partial recovery ----------------------------------------------------
+ * The job's first failure under mlog-causal: cr restores only the dead
+ * node's tasks, spread over the survivors (on_restore below makes a replay
+ * record for each); at the end of that round (PHX_CR_PARTIAL, workers still
+ * paused) every node hands back what it holds for them (Alg. 5): the dets
+ * whose receiver is one of them (ML_RDETS to its new host), then the logged
+ * messages bound to them (app frames, same link: after the dets), then
+ * ML_RDONE to every live rank. A new host releases its restored tasks once
+ * every live rank's RDONE arrived: until then they deliver only what the
+ * installed dets name, in rsn order, and hold the rest. Survivors keep
+ * running; what the restored tasks send again is dropped by SSN. */
+
+static int lost_home(const mlog_t *g, uint64_t tid)
+{
+    int h = phx_tid_home((phx_tid_t)tid);
+    return h >= 0 && h < g->n->size && g->dead[h];
+}
+
+static rep_t *rep_of(mlog_t *g, uint64_t tid)
+{
+    uint64_t *v = phx_map_get(&g->rep, tid);
+    return v ? (rep_t *)(uintptr_t)*v : NULL;
+}
+
+/* cr restored task tid here (comm thread, workers paused). st is cr's. */
+static void ml_on_restore(void *st, phx_tid_t tid)
+{
+    (void)st;
+    phx_node_t *n = phx_node_current;
+    mlog_t *g = n ? n->rec_st : NULL;
+    if (!g || g->full_rb || g->nfail != 1 || !lost_home(g, tid) || rep_of(g, tid))
+        return;
+    phx_worker_t *w = &n->workers[phx_worker_of(n, tid)];
+    uint64_t *tv = phx_map_get(&w->tasks, tid);
+    rep_t *r = calloc(1, sizeof *r);
+    uint64_t *slot = r && tv ? phx_map_put(&g->rep, tid) : NULL;
+    if (!slot) {
+        free(r);
+        PHX_ERROR("mlog", "no replay record for task %#llx: ending the job", (unsigned long long)tid);
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    pthread_mutex_init(&r->mu, NULL);
+    phx_ml_task_restore(&r->mt, ((phx_task_t *)(uintptr_t)*tv)->rsn);
+    *slot = (uint64_t)(uintptr_t)r;
+    atomic_fetch_add_explicit(&g->nrep, 1, memory_order_release);
+}
+
+/* Worker: may <src, ssn> be delivered to t now? */
+static int ml_admit(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, uint64_t ssn)
+{
+    (void)worker;
+    mlog_t *g = ctx;
+    if (!atomic_load_explicit(&g->nrep, memory_order_acquire))
+        return 0;
+    rep_t *r = rep_of(g, t->id);
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->mu);
+    int hold = phx_ml_task_check(&r->mt, t->rsn, src, ssn) == PHX_ML_HOLD;
+    pthread_mutex_unlock(&r->mu);
+    return hold;
+}
+
+static void kick(mlog_t *g, uint64_t tid)
+{
+    phx_msg_t *m = phx_msg_alloc(0);
+    if (!m) {
+        PHX_ERROR("mlog", "out of memory releasing a replay: ending the job");
+        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    m->kind = PHX_MK_KICK;
+    m->peer = -1;
+    m->hdr.dst = tid;
+    phx_node_enqueue_local(g->n, m);
+}
+
+static void try_release(mlog_t *g)
+{
+    if (g->released)
+        return;
+    for (int r = 0; r < g->n->size; r++)
+        if (!g->dead[r] && !g->done[r])
+            return;
+    g->released = 1;
+    int bad = 0;
+    for (size_t i = 0; i < g->rep.cap; i++) {
+        if (!g->rep.keys[i])
+            continue;
+        rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
+        pthread_mutex_lock(&r->mu);
+        int rc = phx_ml_task_release(&r->mt);
+        pthread_mutex_unlock(&r->mu);
+        if (rc)
+            bad = 1;
+        kick(g, g->rep.keys[i]);
+    }
+    phx_evlog("mlog_replay", "\"tasks\":%llu,\"dets_installed\":%llu",
+              (unsigned long long)atomic_load(&g->nrep), (unsigned long long)g->installed);
+    if (bad) {
+        fprintf(stderr, "phalanx: rank %d: message logging lost determinants of a restored task; the result "
+                        "would be wrong, ending the job\n", g->n->rank);
+        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+    }
+}
+
+static void install(mlog_t *g, const phx_det_t *d)
+{
+    rep_t *r = rep_of(g, d->receiver);
+    if (!r)
+        return;   /* restored elsewhere: not ours */
+    pthread_mutex_lock(&r->mu);
+    int rc = phx_ml_task_install(&r->mt, d);
+    pthread_mutex_unlock(&r->mu);
+    if (rc) {
+        PHX_ERROR("mlog", "determinant not installed (%s): ending the job", phx_strerror(rc));
+        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    g->installed++;
+}
+
+typedef struct hb_ctx {
+    mlog_t *g;
+    uint8_t **dbuf;             /* per host: encoded dets */
+    size_t *dlen, *dcap;
+    int err;
+} hb_ctx_t;
+
+static int hb_lost(void *arg, uint64_t tid)
+{
+    return lost_home(((hb_ctx_t *)arg)->g, tid);
+}
+
+static void hb_det(void *arg, const phx_det_t *d)
+{
+    hb_ctx_t *h = arg;
+    mlog_t *g = h->g;
+    int host = phx_node_host_of(g->n, (phx_tid_t)d->receiver);
+    g->dets_back++;
+    if (host == g->n->rank) {
+        install(g, d);
+        return;
+    }
+    if (h->dlen[host] + 32 > h->dcap[host]) {
+        size_t cap = h->dcap[host] ? 2 * h->dcap[host] : 4096;
+        uint8_t *b = realloc(h->dbuf[host], cap);
+        if (!b) {
+            h->err = PHX_ENOMEM;
+            return;
+        }
+        h->dbuf[host] = b;
+        h->dcap[host] = cap;
+    }
+    uint8_t *p = h->dbuf[host] + h->dlen[host];
+    phx_put_le64(p, d->sender);
+    phx_put_le64(p + 8, d->receiver);
+    phx_put_le64(p + 16, d->ssn);
+    phx_put_le64(p + 24, d->rsn);
+    h->dlen[host] += 32;
+}
+
+static void hb_msg(void *arg, const phx_ml_entry_t *e)
+{
+    hb_ctx_t *h = arg;
+    mlog_t *g = h->g;
+    phx_node_t *n = g->n;
+    int host = phx_node_host_of(n, (phx_tid_t)e->dst);
+    g->resent++;
+    if (host == n->rank) {
+        phx_msg_t *m = phx_msg_alloc(e->len);
+        if (!m) {
+            h->err = PHX_ENOMEM;
+            return;
+        }
+        m->kind = PHX_MK_APP;
+        m->peer = n->rank;
+        m->hdr.type = PHX_FT_APP;
+        m->hdr.src = e->src;
+        m->hdr.dst = e->dst;
+        m->hdr.ssn = e->ssn;
+        m->hdr.tag = e->tag;
+        m->hdr.inc = n->inc;
+        memcpy(m->data, e->payload, e->len);
+        phx_node_enqueue_local(n, m);
+        return;
+    }
+    /* Re-logged there is not needed: this log keeps it until the commit. */
+    phx_frame_hdr_t fh = { .type = PHX_FT_APP, .src = e->src, .dst = e->dst, .ssn = e->ssn, .tag = e->tag,
+                           .inc = n->inc, .len = e->len };
+    int rc = phx_net_send(n->net, host, &fh, NULL, 0, e->payload, e->len, 0);
+    if (rc)
+        PHX_WARN("mlog", "re-send to rank %d failed: %s", host, phx_strerror(rc));
+}
+
+static void partial_handback(mlog_t *g)
+{
+    phx_node_t *n = g->n;
+    int sz = n->size;
+    hb_ctx_t h = { .g = g };
+    h.dbuf = calloc((size_t)sz, sizeof *h.dbuf);
+    h.dlen = calloc((size_t)sz, sizeof *h.dlen);
+    h.dcap = calloc((size_t)sz, sizeof *h.dcap);
+    if (!h.dbuf || !h.dlen || !h.dcap)
+        h.err = PHX_ENOMEM;
+    /* Dets first (those other nodes' trailers left here; this node's own
+     * name only its own tasks), each host's in one frame. */
+    phx_ml_restart_cb_t dcb = { &h, hb_lost, hb_det, NULL };
+    if (!h.err)
+        phx_ml_restart_dets(g->ml, &dcb);
+    for (int r = 0; r < sz && !h.err; r++)
+        if (h.dlen[r])
+            ctl(g, r, ML_RDETS, h.dbuf[r], h.dlen[r]);
+    phx_ml_restart_cb_t mcb = { &h, hb_lost, NULL, hb_msg };
+    if (!h.err)
+        phx_ml_restart_msgs(g->ml, &mcb);
+    if (h.err) {
+        PHX_ERROR("mlog", "hand-back failed (%s): ending the job", phx_strerror(h.err));
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+    }
+    for (int r = 0; r < sz; r++)
+        free(h.dbuf ? h.dbuf[r] : NULL);
+    free(h.dbuf);
+    free(h.dlen);
+    free(h.dcap);
+    phx_evlog("mlog_handback", "\"dets\":%llu,\"msgs\":%llu", (unsigned long long)g->dets_back,
+              (unsigned long long)g->resent);
+    for (int r = 0; r < sz; r++)
+        if (r != n->rank && !g->dead[r])
+            ctl(g, r, ML_RDONE, NULL, 0);
+    g->done[n->rank] = 1;
+    try_release(g);
 }
 
 static int ml_init(phx_node_t *n, void **out)
@@ -210,19 +465,25 @@ static int ml_init(phx_node_t *n, void **out)
     g->n = n;
     g->pess = is_pess(n);
     g->dead = calloc((size_t)n->size, 1);
+    g->done = calloc((size_t)n->size, 1);
     phx_ml_cfg_t c = { .rank = n->rank, .n = n->size, .inc = n->inc, .nq = n->nworkers, .qcap = QCAP,
                        .pessimistic = g->pess };
-    g->ml = g->dead ? phx_ml_create(&c) : NULL;
+    phx_map_init(&g->rep);
+    g->ml = g->dead && g->done ? phx_ml_create(&c) : NULL;
     int rc = g->ml ? CR->init(n, &g->cr) : PHX_ENOMEM;
     if (rc) {
         phx_ml_destroy(g->ml);
+        phx_map_free(&g->rep);
         free(g->dead);
+        free(g->done);
         free(g);
         return rc;
     }
-    phx_cr_listen(g->cr, ml_listen, g);
+    phx_cr_listen(g->cr, ml_listen, g, 1);
     n->hook = hook;
     n->hook_ctx = g;
+    n->admit = ml_admit;
+    n->admit_ctx = g;
     *out = g;
     return 0;
 }
@@ -273,6 +534,16 @@ static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8
             ctl(g, peer, ML_ACK, ack, (size_t)k);
         else if (k < 0)
             PHX_WARN("mlog", "bad determinant frame from rank %d: %s", peer, phx_strerror((int)k));
+    } else if (h->tag == ML_RDETS) {
+        for (uint32_t i = 0; i + 32 <= h->len; i += 32) {
+            phx_det_t d = { phx_get_le64(p + i), phx_get_le64(p + i + 8), phx_get_le64(p + i + 16),
+                            phx_get_le64(p + i + 24) };
+            install(g, &d);
+        }
+    } else if (h->tag == ML_RDONE) {
+        if (peer >= 0 && peer < g->n->size)
+            g->done[peer] = 1;
+        try_release(g);
     } else if (h->tag == ML_ACK) {
         if (phx_ml_on_ack(g->ml, p, h->len))
             PHX_WARN("mlog", "bad ack from rank %d", peer);
@@ -280,13 +551,26 @@ static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8
         PHX_WARN("mlog", "unknown control tag %u from rank %d", h->tag, peer);
 }
 
+static void try_release_if_started(mlog_t *g)
+{
+    if (g->done[g->n->rank])
+        try_release(g);
+}
+
 static int ml_on_failure(void *st, int rank)
 {
     mlog_t *g = st;
-    if (rank >= 0 && rank < g->n->size)
+    if (rank >= 0 && rank < g->n->size && !g->dead[rank]) {
         g->dead[rank] = 1;
-    /* k = 1 and no replay in the runtime yet: the global rollback. */
-    phx_evlog("mlog_fallback", "\"dead\":%d,\"reason\":\"parallel recovery not implemented\"", rank);
+        g->nfail++;
+    }
+    /* cr restores only the dead node's tasks on the job's first failure
+     * (k = 1: a later one may have taken determinants with it, so it rolls
+     * back globally). */
+    if (g->nfail > 1)
+        phx_evlog("mlog_fallback", "\"dead\":%d,\"reason\":\"second failure\"", rank);
+    /* A release waits for every live rank's hand-back: one fewer now. */
+    try_release_if_started(g);
     int rc = CR->on_failure(g->cr, rank);
     if (g->pess)
         flush(g);   /* a worker may wait on a flush the dead rank never acked */
@@ -308,6 +592,12 @@ static void ml_stop(void *st)
     mlog_t *g = st;
     phx_ml_stats_t s;
     phx_ml_stats(g->ml, &s);
+    uint64_t dups = 0;
+    for (int i = 0; i < g->n->nworkers; i++)
+        dups += PHX_CNT_GET(g->n->workers[i].n_dups);
+    phx_evlog("mlog_recovery", "\"restored\":%d,\"resent\":%llu,\"dets_back\":%llu,\"installed\":%llu,\"dups\":%llu",
+              atomic_load(&g->nrep), (unsigned long long)g->resent, (unsigned long long)g->dets_back,
+              (unsigned long long)g->installed, (unsigned long long)dups);
     /* Thesis Table 3.1's figures for this node. */
     phx_evlog("mlog_stats",
               "\"dets\":%llu,\"logged\":%llu,\"logged_bytes\":%llu,\"local\":%llu,\"frames_pb\":%llu,"
@@ -333,6 +623,19 @@ static void ml_destroy(void *st)
         g->n->hook = NULL;
         g->n->hook_ctx = NULL;
     }
+    if (g->n->admit_ctx == g) {
+        g->n->admit = NULL;
+        g->n->admit_ctx = NULL;
+    }
+    for (size_t i = 0; i < g->rep.cap; i++)
+        if (g->rep.keys[i]) {
+            rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
+            phx_ml_task_free(&r->mt);
+            pthread_mutex_destroy(&r->mu);
+            free(r);
+        }
+    phx_map_free(&g->rep);
+    free(g->done);
     CR->destroy(g->cr);
     phx_ml_destroy(g->ml);
     free(g->dead);
@@ -344,7 +647,8 @@ static void ml_destroy(void *st)
     {                                                                                                          \
         .name = nm, .help = hlp, .configure = ml_configure, .init = ml_init, .on_start = ml_on_start,          \
         .on_send = ml_on_send, .on_deliver = ml_on_deliver, .on_ctrl = ml_on_ctrl,                             \
-        .on_failure = ml_on_failure, .on_checkpoint = ml_on_checkpoint, .worker_pause = ml_worker_pause,      \
+        .on_failure = ml_on_failure, .on_checkpoint = ml_on_checkpoint, .on_restore = ml_on_restore,           \
+        .worker_pause = ml_worker_pause,                                                                       \
         .stop = ml_stop, .destroy = ml_destroy,                                                                \
     }
 

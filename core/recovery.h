@@ -83,10 +83,14 @@ void phx_recovery_free(phx_node_t *n);
 extern const phx_recovery_ops_t phx_recovery_cr;
 /* A mode built on cr's state (st from phx_recovery_cr.init) hears of each
  * commit of an epoch and each rollback to one, on the comm thread while
- * every worker is paused. */
-enum { PHX_CR_COMMIT = 1, PHX_CR_ROLLBACK = 2 };
+ * every worker is paused. With partial set, the first failure of the job
+ * restores only the dead node's tasks (from its buddy's copy, spread over
+ * the survivors as usual) and the survivors keep their state; the mode
+ * hears PHX_CR_PARTIAL at the end of that round, workers still paused,
+ * and must bring the restored tasks up to date (message logging). */
+enum { PHX_CR_COMMIT = 1, PHX_CR_ROLLBACK = 2, PHX_CR_PARTIAL = 3 };
 typedef void (*phx_cr_listen_fn)(void *arg, int what, uint64_t epoch);
-void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg);
+void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial);
 /* Message logging (core/mlog.c; protocol in ft/mlog/). */
 extern const phx_recovery_ops_t phx_recovery_mlog_causal, phx_recovery_mlog_pessimistic;
 

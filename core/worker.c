@@ -156,6 +156,46 @@ static int run(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
     return 0;
 }
 
+static int admitted(phx_worker_t *w, const phx_task_t *t, const phx_msg_t *m)
+{
+    phx_node_t *n = w->node;
+    return !n->admit || !n->admit(n->admit_ctx, w->id, t, m->hdr.src, m->hdr.ssn);
+}
+
+/* With an admission hook any held message may have become deliverable:
+ * offer them all until none is (replays are short; survivors never hold). */
+static void retry_held(phx_worker_t *w, phx_tid_t id)
+{
+    for (;;) {
+        uint64_t *v = phx_map_get(&w->tasks, id);
+        if (!v)
+            return;
+        phx_task_t *t = (phx_task_t *)(uintptr_t)*v;
+        phx_msg_t *prev = NULL, *x = t->held;
+        uint64_t *last = NULL;
+        for (; x; prev = x, x = (phx_msg_t *)x->qn.next) {
+            last = phx_map_get(&t->in_ssn, x->hdr.src);
+            if (x->hdr.ssn == (last ? *last : 0) + 1 && admitted(w, t, x))
+                break;
+        }
+        if (!x)
+            return;
+        if (prev)
+            prev->qn.next = x->qn.next;
+        else
+            t->held = (phx_msg_t *)x->qn.next;
+        if (!last && !(last = phx_map_put(&t->in_ssn, x->hdr.src))) {
+            lose(w, x, "out of memory tracking a sender's stream");
+            return;
+        }
+        *last = x->hdr.ssn;
+        int gone = run(w, t, x);
+        phx_msg_free(x);
+        if (gone)
+            return;
+    }
+}
+
 /* Delivers in SSN order per sender; early messages wait in t->held. */
 static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
 {
@@ -173,10 +213,11 @@ static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
     if (m->hdr.ssn <= *last) {
         PHX_DEBUG("task", "duplicate ssn %llu from %#llx dropped", (unsigned long long)m->hdr.ssn,
                   (unsigned long long)src);
+        PHX_CNT_ADD(w->n_dups, 1);
         phx_msg_free(m);
         return;
     }
-    if (m->hdr.ssn > *last + 1) {
+    if (m->hdr.ssn > *last + 1 || !admitted(w, t, m)) {
         m->qn.next = t->held ? &t->held->qn : NULL;
         t->held = m;
         PHX_CNT_ADD(w->n_reordered, 1);
@@ -189,6 +230,10 @@ static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
         return;
     }
     phx_msg_free(m);
+    if (w->node->admit) {
+        retry_held(w, id);
+        return;
+    }
     /* The gap may have been the only thing holding later messages back. */
     for (;;) {
         uint64_t *v = phx_map_get(&w->tasks, id);
@@ -371,6 +416,11 @@ void *phx_worker_main(void *arg)
                 break;
             case PHX_MK_APP:
                 app(w, m);
+                break;
+            case PHX_MK_KICK:
+                if (phx_map_get(&w->tasks, m->hdr.dst))
+                    retry_held(w, m->hdr.dst);
+                phx_msg_free(m);
                 break;
             default:
                 PHX_ERROR("worker", "unexpected message kind %u", m->kind);

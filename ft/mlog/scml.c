@@ -121,13 +121,32 @@ int phx_ml_task_install(phx_ml_task_t *t, const phx_det_t *d)
 
 int phx_ml_task_release(phx_ml_task_t *t)
 {
-    for (uint64_t r = t->rsn + 1; r <= t->rep_base + t->rep_n; r++)
+    for (uint64_t r = t->rep_base + 1; r <= t->rep_base + t->rep_n; r++)
         if (t->rep[r - t->rep_base - 1].rsn != r)
             return PHX_ERANGE;
     t->released = 1;
     if (t->rsn >= t->rep_base + t->rep_n)
         t->replaying = 0;
     return 0;
+}
+
+int phx_ml_task_check(phx_ml_task_t *t, uint64_t cur, uint64_t src, uint64_t ssn)
+{
+    if (!t->replaying)
+        return PHX_ML_DELIVER;
+    uint64_t next = cur + 1, top = t->rep_base + t->rep_n;
+    if (next <= top) {
+        const phx_det_t *d = &t->rep[next - t->rep_base - 1];
+        if (d->rsn != next || d->sender != src || d->ssn != ssn)
+            return PHX_ML_HOLD;
+        if (next == top && t->released)
+            t->replaying = 0;
+        return PHX_ML_DELIVER;
+    }
+    if (!t->released)
+        return PHX_ML_HOLD;
+    t->replaying = 0;
+    return PHX_ML_DELIVER;
 }
 
 void phx_ml_task_free(phx_ml_task_t *t)
@@ -406,9 +425,19 @@ void phx_ml_checkpoint(phx_ml_t *ml)
 
 long phx_ml_restart(phx_ml_t *ml, const phx_ml_restart_cb_t *cb)
 {
+    phx_ml_restart_dets(ml, cb);
+    return phx_ml_restart_msgs(ml, cb);
+}
+
+void phx_ml_restart_dets(phx_ml_t *ml, const phx_ml_restart_cb_t *cb)
+{
     for (size_t i = 0; i < ml->ndl; i++)
         if (cb->lost(cb->arg, ml->dl[i].receiver))
             cb->det(cb->arg, &ml->dl[i]);
+}
+
+long phx_ml_restart_msgs(phx_ml_t *ml, const phx_ml_restart_cb_t *cb)
+{
     long k = 0;
     for (size_t i = 0; i < ml->nlog; i++) {
         const logent_t *l = &ml->log[i];

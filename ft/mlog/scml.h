@@ -66,6 +66,10 @@ int phx_ml_task_install(phx_ml_task_t *t, const phx_det_t *d);
  * PHX_ERANGE when the installed dets have a gap (a det was lost: the task
  * could never pass it; the glue falls back to the global rollback). */
 int phx_ml_task_release(phx_ml_task_t *t);
+/* The runtime's form of admit for a restored task, whose rsn the runtime
+ * keeps (cur: its last delivered rsn): DELIVER or HOLD, no det made (the
+ * runtime's delivery hook makes it). */
+int phx_ml_task_check(phx_ml_task_t *t, uint64_t cur, uint64_t src, uint64_t ssn);
 /* Frees the installed dets. */
 void phx_ml_task_free(phx_ml_task_t *t);
 
@@ -141,6 +145,10 @@ typedef struct phx_ml_restart_cb {
  * then every logged message bound to a lost task, in send order. Returns
  * the number of messages. */
 long phx_ml_restart(phx_ml_t *ml, const phx_ml_restart_cb_t *cb);
+/* Its two halves (the runtime sends each host its dets in one frame before
+ * the messages): cb->det, resp. cb->msg, may then be NULL. */
+void phx_ml_restart_dets(phx_ml_t *ml, const phx_ml_restart_cb_t *cb);
+long phx_ml_restart_msgs(phx_ml_t *ml, const phx_ml_restart_cb_t *cb);
 
 /* What a failure set calls for. k = 1: a second failure in the same
  * checkpoint period may have taken determinants with it, so it falls back
