@@ -42,6 +42,7 @@
 enum { ML_DETS = PHX_CTRL_CR_LAST + 1, ML_ACK, ML_RDETS, ML_RDONE };
 
 #define QCAP (1u << 16)
+#define ML_SPAWN_BIT (1u << 31)   /* in a logged tag: the entry is a spawn */
 
 typedef struct mlog {
     phx_node_t *n;
@@ -56,9 +57,11 @@ typedef struct mlog {
     uint64_t trailers;          /* det frames sent ahead of an app frame */
     /* Partial recovery (mlog-causal, the job's first failure). */
     int nfail, full_rb;         /* failures seen; a global rollback happened */
-    phx_map_t rep;              /* restored task id -> rep_t *: written only while
-                                 * workers are paused, then read-only */
-    _Atomic int nrep;           /* records in rep (workers' fast path) */
+    phx_map_t rep;              /* task id of the dead node -> rep_t *, under rep_lock */
+    pthread_rwlock_t rep_lock;  /* workers read, the comm thread adds records */
+    _Atomic int nrep;           /* records in rep */
+    _Atomic int phase;          /* a partial recovery began: lost tasks are checked */
+    _Atomic int rel;            /* ... and every live rank handed back */
     uint8_t *done;              /* ranks whose hand-back arrived (RDONE) */
     int released;
     uint64_t resent, dets_back, installed;
@@ -240,10 +243,34 @@ static int lost_home(const mlog_t *g, uint64_t tid)
     return h >= 0 && h < g->n->size && g->dead[h];
 }
 
+/* Under rep_lock (either side). */
 static rep_t *rep_of(mlog_t *g, uint64_t tid)
 {
     uint64_t *v = phx_map_get(&g->rep, tid);
     return v ? (rep_t *)(uintptr_t)*v : NULL;
+}
+
+/* Comm thread: the record of tid, made if absent with base rsn (a task
+ * restored from the checkpoint: its rsn there; one the replay spawns
+ * again: 0). NULL when out of memory. */
+static rep_t *rep_make(mlog_t *g, uint64_t tid, uint64_t rsn)
+{
+    pthread_rwlock_wrlock(&g->rep_lock);
+    rep_t *r = rep_of(g, tid);
+    if (!r && (r = calloc(1, sizeof *r))) {
+        uint64_t *slot = phx_map_put(&g->rep, tid);
+        if (!slot) {
+            free(r);
+            r = NULL;
+        } else {
+            pthread_mutex_init(&r->mu, NULL);
+            phx_ml_task_restore(&r->mt, rsn);
+            *slot = (uint64_t)(uintptr_t)r;
+            atomic_fetch_add(&g->nrep, 1);
+        }
+    }
+    pthread_rwlock_unlock(&g->rep_lock);
+    return r;
 }
 
 /* cr restored task tid here (comm thread, workers paused). st is cr's. */
@@ -252,37 +279,38 @@ static void ml_on_restore(void *st, phx_tid_t tid)
     (void)st;
     phx_node_t *n = phx_node_current;
     mlog_t *g = n ? n->rec_st : NULL;
-    if (!g || g->full_rb || g->nfail != 1 || !lost_home(g, tid) || rep_of(g, tid))
+    if (!g || g->full_rb || g->nfail != 1 || !lost_home(g, tid))
         return;
+    atomic_store(&g->phase, 1);
     phx_worker_t *w = &n->workers[phx_worker_of(n, tid)];
     uint64_t *tv = phx_map_get(&w->tasks, tid);
-    rep_t *r = calloc(1, sizeof *r);
-    uint64_t *slot = r && tv ? phx_map_put(&g->rep, tid) : NULL;
-    if (!slot) {
-        free(r);
+    if (!tv || !rep_make(g, tid, ((phx_task_t *)(uintptr_t)*tv)->rsn)) {
         PHX_ERROR("mlog", "no replay record for task %#llx: ending the job", (unsigned long long)tid);
         phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
-        return;
     }
-    pthread_mutex_init(&r->mu, NULL);
-    phx_ml_task_restore(&r->mt, ((phx_task_t *)(uintptr_t)*tv)->rsn);
-    *slot = (uint64_t)(uintptr_t)r;
-    atomic_fetch_add_explicit(&g->nrep, 1, memory_order_release);
 }
 
-/* Worker: may <src, ssn> be delivered to t now? */
+/* Worker: may <src, ssn> be delivered to t now? Survivors' own tasks
+ * always; a dead node's task (restored, or spawned again by the replay)
+ * in the order its installed dets give, and nothing else before every
+ * live rank handed back (a det naming this message may still come). */
 static int ml_admit(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, uint64_t ssn)
 {
     (void)worker;
     mlog_t *g = ctx;
-    if (!atomic_load_explicit(&g->nrep, memory_order_acquire))
+    if (!atomic_load_explicit(&g->phase, memory_order_acquire) || !lost_home(g, t->id))
         return 0;
+    pthread_rwlock_rdlock(&g->rep_lock);
     rep_t *r = rep_of(g, t->id);
+    int hold;
     if (!r)
-        return 0;
-    pthread_mutex_lock(&r->mu);
-    int hold = phx_ml_task_check(&r->mt, t->rsn, src, ssn) == PHX_ML_HOLD;
-    pthread_mutex_unlock(&r->mu);
+        hold = !atomic_load(&g->rel);
+    else {
+        pthread_mutex_lock(&r->mu);
+        hold = phx_ml_task_check(&r->mt, t->rsn, src, ssn) == PHX_ML_HOLD;
+        pthread_mutex_unlock(&r->mu);
+    }
+    pthread_rwlock_unlock(&g->rep_lock);
     return hold;
 }
 
@@ -308,7 +336,9 @@ static void try_release(mlog_t *g)
         if (!g->dead[r] && !g->done[r])
             return;
     g->released = 1;
+    atomic_store(&g->rel, 1);
     int bad = 0;
+    pthread_rwlock_rdlock(&g->rep_lock);
     for (size_t i = 0; i < g->rep.cap; i++) {
         if (!g->rep.keys[i])
             continue;
@@ -319,6 +349,22 @@ static void try_release(mlog_t *g)
         if (rc)
             bad = 1;
         kick(g, g->rep.keys[i]);
+    }
+    pthread_rwlock_unlock(&g->rep_lock);
+    /* Tasks held for want of a record (spawned again, no det) may go now:
+     * every worker offers all its held messages again. */
+    for (int i = 0; i < g->n->nworkers; i++) {
+        phx_msg_t *m = phx_msg_alloc(0);
+        if (!m)
+            break;
+        m->kind = PHX_MK_KICK;
+        m->peer = -1;
+        m->hdr.dst = 0;
+        phx_worker_t *w = &g->n->workers[i];
+        atomic_fetch_add_explicit(&g->n->work, 1, memory_order_relaxed);
+        PHX_HANDOFF_RELEASE(m);
+        cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
+        phx_worker_wake(w);
     }
     phx_evlog("mlog_replay", "\"tasks\":%llu,\"dets_installed\":%llu",
               (unsigned long long)atomic_load(&g->nrep), (unsigned long long)g->installed);
@@ -331,9 +377,16 @@ static void try_release(mlog_t *g)
 
 static void install(mlog_t *g, const phx_det_t *d)
 {
-    rep_t *r = rep_of(g, d->receiver);
-    if (!r)
+    if (phx_node_host_of(g->n, (phx_tid_t)d->receiver) != g->n->rank)
         return;   /* restored elsewhere: not ours */
+    /* No record yet: a task created after the checkpoint, which the replay
+     * spawns again (its rsns start at 0). */
+    rep_t *r = rep_make(g, d->receiver, 0);
+    if (!r) {
+        PHX_ERROR("mlog", "out of memory installing a determinant: ending the job");
+        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
     pthread_mutex_lock(&r->mu);
     int rc = phx_ml_task_install(&r->mt, d);
     pthread_mutex_unlock(&r->mu);
@@ -398,21 +451,24 @@ static void hb_msg(void *arg, const phx_ml_entry_t *e)
             h->err = PHX_ENOMEM;
             return;
         }
-        m->kind = PHX_MK_APP;
+        int spawn = !!(e->tag & ML_SPAWN_BIT);
+        m->kind = spawn ? PHX_MK_SPAWN : PHX_MK_APP;
+        m->type_id = (uint16_t)(e->tag & ~ML_SPAWN_BIT);
         m->peer = n->rank;
-        m->hdr.type = PHX_FT_APP;
+        m->hdr.type = spawn ? PHX_FT_SPAWN : PHX_FT_APP;
         m->hdr.src = e->src;
         m->hdr.dst = e->dst;
         m->hdr.ssn = e->ssn;
-        m->hdr.tag = e->tag;
+        m->hdr.tag = e->tag & ~ML_SPAWN_BIT;
         m->hdr.inc = n->inc;
         memcpy(m->data, e->payload, e->len);
         phx_node_enqueue_local(n, m);
         return;
     }
     /* Re-logged there is not needed: this log keeps it until the commit. */
-    phx_frame_hdr_t fh = { .type = PHX_FT_APP, .src = e->src, .dst = e->dst, .ssn = e->ssn, .tag = e->tag,
-                           .inc = n->inc, .len = e->len };
+    phx_frame_hdr_t fh = { .type = (e->tag & ML_SPAWN_BIT) ? PHX_FT_SPAWN : PHX_FT_APP, .src = e->src,
+                           .dst = e->dst, .ssn = e->ssn, .tag = e->tag & ~ML_SPAWN_BIT, .inc = n->inc,
+                           .len = e->len };
     int rc = phx_net_send(n->net, host, &fh, NULL, 0, e->payload, e->len, 0);
     if (rc)
         PHX_WARN("mlog", "re-send to rank %d failed: %s", host, phx_strerror(rc));
@@ -421,6 +477,8 @@ static void hb_msg(void *arg, const phx_ml_entry_t *e)
 static void partial_handback(mlog_t *g)
 {
     phx_node_t *n = g->n;
+    if (!g->full_rb && g->nfail == 1)
+        atomic_store(&g->phase, 1);
     int sz = n->size;
     hb_ctx_t h = { .g = g };
     h.dbuf = calloc((size_t)sz, sizeof *h.dbuf);
@@ -431,7 +489,10 @@ static void partial_handback(mlog_t *g)
     /* Dets first (those other nodes' trailers left here; this node's own
      * name only its own tasks), each host's in one frame. */
     phx_ml_restart_cb_t dcb = { &h, hb_lost, hb_det, NULL };
-    if (!h.err)
+    /* PHX_MLOG_TEST_NO_DETS=1 (tests only): hand back no dets, so replays
+     * take arrival order; the negative control of tests/integration. */
+    const char *nd = getenv("PHX_MLOG_TEST_NO_DETS");
+    if (!h.err && !(nd && nd[0] == '1'))
         phx_ml_restart_dets(g->ml, &dcb);
     for (int r = 0; r < sz && !h.err; r++)
         if (h.dlen[r])
@@ -469,6 +530,7 @@ static int ml_init(phx_node_t *n, void **out)
     phx_ml_cfg_t c = { .rank = n->rank, .n = n->size, .inc = n->inc, .nq = n->nworkers, .qcap = QCAP,
                        .pessimistic = g->pess };
     phx_map_init(&g->rep);
+    pthread_rwlock_init(&g->rep_lock, NULL);
     g->ml = g->dead && g->done ? phx_ml_create(&c) : NULL;
     int rc = g->ml ? CR->init(n, &g->cr) : PHX_ENOMEM;
     if (rc) {
@@ -496,7 +558,10 @@ static void ml_on_start(void *st)
 static void ml_on_send(void *st, const phx_msg_t *m)
 {
     mlog_t *g = st;
-    int rc = phx_ml_log(g->ml, m->peer, m->hdr.src, m->hdr.dst, m->hdr.ssn, m->hdr.tag, m->data, m->hdr.len);
+    /* A spawn is an event too: logged like a message (its tag is the task
+     * type), marked so that a hand-back re-sends it as a spawn. */
+    uint32_t tag = m->hdr.tag | (m->kind == PHX_MK_SPAWN ? ML_SPAWN_BIT : 0);
+    int rc = phx_ml_log(g->ml, m->peer, m->hdr.src, m->hdr.dst, m->hdr.ssn, tag, m->data, m->hdr.len);
     if (rc) {
         PHX_ERROR("mlog", "message to rank %d cannot be logged (%s): ending the job", m->peer, phx_strerror(rc));
         phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
@@ -635,6 +700,7 @@ static void ml_destroy(void *st)
             free(r);
         }
     phx_map_free(&g->rep);
+    pthread_rwlock_destroy(&g->rep_lock);
     free(g->done);
     CR->destroy(g->cr);
     phx_ml_destroy(g->ml);

@@ -262,9 +262,39 @@ static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
     }
 }
 
+/* PHX_MK_KICK: task id's held messages (0: every task of this worker's). */
+static void kick(phx_worker_t *w, phx_tid_t id)
+{
+    if (id) {
+        if (phx_map_get(&w->tasks, id))
+            retry_held(w, id);
+        return;
+    }
+    size_t k = 0;
+    uint64_t *ids = malloc((w->tasks.len + 1) * sizeof *ids);
+    if (!ids) {
+        PHX_ERROR("worker", "out of memory offering held messages again");
+        return;
+    }
+    for (size_t i = 0; i < w->tasks.cap; i++)
+        if (w->tasks.keys[i])
+            ids[k++] = w->tasks.keys[i];
+    for (size_t i = 0; i < k; i++)
+        if (phx_map_get(&w->tasks, ids[i]))
+            retry_held(w, ids[i]);
+    free(ids);
+}
+
 static void spawn(phx_worker_t *w, phx_msg_t *m)
 {
     phx_tid_t id = m->hdr.dst;
+    if (w->node->admit && m->type_id < phx_ntypes && (phx_map_get(&w->tasks, id) || phx_map_get(&w->gone, id))) {
+        /* Message logging re-sends a spawn the restored state already
+         * holds: a duplicate, like a message under its SSN. */
+        PHX_CNT_ADD(w->n_dups, 1);
+        phx_msg_free(m);
+        return;
+    }
     if (m->type_id >= phx_ntypes || phx_map_get(&w->tasks, id)) {
         PHX_ERROR("task", "spawn of type %u names an unknown type or a task that exists", m->type_id);
         lose(w, m, "bad spawn");
@@ -418,8 +448,7 @@ void *phx_worker_main(void *arg)
                 app(w, m);
                 break;
             case PHX_MK_KICK:
-                if (phx_map_get(&w->tasks, m->hdr.dst))
-                    retry_held(w, m->hdr.dst);
+                kick(w, m->hdr.dst);
                 phx_msg_free(m);
                 break;
             default:

@@ -140,6 +140,26 @@ locals=$(grep -ls '"source":"local"' "$DIR"/ev.*.jsonl | wc -l)
 check "cr one kill (control): checksum right, all 7 survivors reloaded ($locals)" eval \
     '[ "$(sum_of)" = "$ref" ] && [ "$locals" = 7 ]'
 
+# ---- order-sensitive app: racing senders, hash chains, routes by hash ------------
+# (apps/order: main checks that every sender's stream equals what its
+# receiver used; an orphan after a wrong replay makes it exit 3.)
+# -c 0: no application checkpoint, so the replay runs from the job's start
+# and re-spawns the dead node's tasks; -c 8: from a recent checkpoint.
+for c in 0 8; do
+    DIR=$TMP/order-$c; mkdir -p "$DIR"
+    timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/order" --phx-ft=1 \
+        --phx-recovery=mlog-causal --phx-eventlog="$DIR/ev.%r.jsonl" -k 400 -c $c >"$DIR/out" 2>"$DIR/err" &
+    JOBPID=$!
+    wait_for "$JOB_TIMEOUT" logged '"ev":"order_tick","n":120}' || fail "order -c $c: tick 120 never logged"
+    wait_for 5 test -s "$DIR/pids"
+    kill -9 "$(awk '$1 == 3 { print $2 }' "$DIR/pids")"
+    finish_job
+    check "order -c $c, one kill: exit 0 and consistent (got $RC)" eval \
+        '[ "$RC" = 0 ] && grep -q "consistent=yes" "$DIR/out"'
+    check "order -c $c, one kill: replayed by determinants, no rollback" eval \
+        'every_ge1 mlog_replay dets_installed && ! logged "\"ev\":\"rollback\""'
+done
+
 # ---- fallbacks ----------------------------------------------------------------
 ARGS_SAVE=$ARGS; ARGS=$ARGS_P; ref=$ref_p; KILL_AT=75
 kill_job pkill mlog-pessimistic 3
