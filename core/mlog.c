@@ -663,6 +663,39 @@ static void ml_stop(void *st)
     phx_evlog("mlog_recovery", "\"restored\":%d,\"resent\":%llu,\"dets_back\":%llu,\"installed\":%llu,\"dups\":%llu",
               atomic_load(&g->nrep), (unsigned long long)g->resent, (unsigned long long)g->dets_back,
               (unsigned long long)g->installed, (unsigned long long)dups);
+    /* PHX_MLOG_DEBUG=1: messages still held when the job ends (read racily
+     * from the workers' maps: a diagnosis aid, never on by default). */
+    const char *dbg = getenv("PHX_MLOG_DEBUG");
+    for (int i = 0; dbg && dbg[0] == '1' && i < g->n->nworkers; i++) {
+        phx_worker_t *w = &g->n->workers[i];
+        for (size_t k = 0; k < w->tasks.cap; k++) {
+            if (!w->tasks.keys[k])
+                continue;
+            phx_task_t *t = (phx_task_t *)(uintptr_t)w->tasks.vals[k];
+            for (phx_msg_t *x = t->held; x; x = (phx_msg_t *)x->qn.next) {
+                uint64_t *l = phx_map_get(&t->in_ssn, x->hdr.src);
+                phx_evlog("mlog_held", "\"task\":\"%#llx\",\"rsn\":%llu,\"src\":\"%#llx\",\"ssn\":%llu,\"last\":%llu",
+                          (unsigned long long)t->id, (unsigned long long)t->rsn, (unsigned long long)x->hdr.src,
+                          (unsigned long long)x->hdr.ssn, (unsigned long long)(l ? *l : 0));
+            }
+        }
+        for (size_t k = 0; k < w->pending.cap; k++)
+            if (w->pending.keys[k])
+                phx_evlog("mlog_pending", "\"task\":\"%#llx\"", (unsigned long long)w->pending.keys[k]);
+    }
+    /* Replays still under way when the job ends (a diagnosis aid). */
+    pthread_rwlock_rdlock(&g->rep_lock);
+    for (size_t i = 0; i < g->rep.cap; i++)
+        if (g->rep.keys[i]) {
+            rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
+            pthread_mutex_lock(&r->mu);
+            if (r->mt.replaying)
+                phx_evlog("mlog_replaying", "\"task\":\"%#llx\",\"base\":%llu,\"dets\":%llu,\"released\":%d",
+                          (unsigned long long)g->rep.keys[i], (unsigned long long)r->mt.rep_base,
+                          (unsigned long long)r->mt.rep_n, r->mt.released);
+            pthread_mutex_unlock(&r->mu);
+        }
+    pthread_rwlock_unlock(&g->rep_lock);
     /* Thesis Table 3.1's figures for this node. */
     phx_evlog("mlog_stats",
               "\"dets\":%llu,\"logged\":%llu,\"logged_bytes\":%llu,\"local\":%llu,\"frames_pb\":%llu,"

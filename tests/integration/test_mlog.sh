@@ -144,8 +144,8 @@ check "cr one kill (control): checksum right, all 7 survivors reloaded ($locals)
 # (apps/order: main checks that every sender's stream equals what its
 # receiver used; an orphan after a wrong replay makes it exit 3.)
 # -c 0: no application checkpoint, so the replay runs from the job's start
-# and re-spawns the dead node's tasks; -c 8: from a recent checkpoint.
-for c in 0 8; do
+# and re-spawns the dead node's tasks; -c 50: from a recent checkpoint.
+for c in 0 50; do
     DIR=$TMP/order-$c; mkdir -p "$DIR"
     timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/order" --phx-ft=1 \
         --phx-recovery=mlog-causal --phx-eventlog="$DIR/ev.%r.jsonl" -k 400 -c $c >"$DIR/out" 2>"$DIR/err" &
