@@ -752,6 +752,6 @@ static void ml_destroy(void *st)
     }
 
 const phx_recovery_ops_t phx_recovery_mlog_causal =
-    OPS("mlog-causal", "causal message logging (SCML) over cr's checkpoints; failures: cr's global rollback for now");
+    OPS("mlog-causal", "causal message logging (SCML) over cr's checkpoints: the first failure restores only the dead node's tasks");
 const phx_recovery_ops_t phx_recovery_mlog_pessimistic =
-    OPS("mlog-pessimistic", "pessimistic message logging over cr's checkpoints; failures: cr's global rollback for now");
+    OPS("mlog-pessimistic", "pessimistic message logging over cr's checkpoints: the first failure restores only the dead node's tasks");
