@@ -16,11 +16,15 @@
 #     medians of the ratios; jacobi's own wall clock beside it. Plus the thesis's Table 3.1
 #     figures from the nodes' mlog_stats events: dets per remote message,
 #     det copies sent per det, trailer bytes per remote message.
+#  3. Recovery cost of one kill, mlog-causal against cr: jacobi on 8 nodes
+#     x 2 workers, V = 8 blocks per node, rank 3 SIGKILLed once iteration
+#     K is logged; per round the time lost = (jacobi's ms with the kill) -
+#     (without), for each mode, interleaved; medians and their ratio.
 # Usage: tools/bench/bench_mlog.sh BUILD_DIR [REPS]
-#   PARTS=1,2 (default both); OPS=200000 operations per producer; TS="1 2 4 8";
+#   PARTS=1,2,3 (default all); OPS=200000 operations per producer; TS="1 2 4 8";
 #   JARGS="-N 512 -i 400 -c 50" jacobi's arguments for part 2.
 set -eu
-PARTS=${PARTS:-1,2}
+PARTS=${PARTS:-1,2,3}
 part() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
 B=${1:-build}/bin
 REPS=${2:-5}
@@ -99,4 +103,35 @@ for m in mlog-causal mlog-pessimistic; do
     c=$(awk -v m="$m" '$1 == m { print $4 }' "$T/t31" | median)
     printf '| %s | %.2f | %.2f | %.1f |\n' "$m" "$a" "$b" "$c"
 done
+fi
+
+if part 3; then
+RARGS=${RARGS:-"-N 512 -i 1200 -c 100 -V 8"}
+K=${K:-350}
+echo
+echo "3. recovery cost of one kill (rank 3 at iteration $K), jacobi $RARGS on 8 nodes x 2 workers"
+echo
+jrun() {   # jrun MODE KILL: prints jacobi's ms
+    rm -f "$T"/ev.* "$T/pids"
+    PHX_WORKERS=2 "$B/phx" run -n 8 --pidfile "$T/pids" "$B/jacobi" --phx-ft=1 --phx-recovery="$1" \
+        --phx-eventlog="$T/ev.%r.jsonl" $RARGS >"$T/out" 2>/dev/null &
+    local j=$!
+    if [ "$2" = 1 ]; then
+        for _ in $(seq 2000); do grep -qs "\"ev\":\"jacobi_iter\",\"iter\":$K}" "$T/ev.0.jsonl" && break; sleep 0.02; done
+        kill -9 "$(awk '$1 == 3 { print $2 }' "$T/pids")" 2>/dev/null
+    fi
+    wait "$j"
+    sed -n 's/.*(\([0-9.]*\) ms).*/\1/p' "$T/out" | tail -1
+}
+: >"$T/lost"
+for r in $(seq "$REPS"); do
+    for m in cr mlog-causal; do
+        a=$(jrun "$m" 0); b=$(jrun "$m" 1)
+        awk -v m="$m" -v a="$a" -v b="$b" 'BEGIN { if (a > 0 && b > 0) print m, b - a }' >>"$T/lost"
+    done
+done
+lc=$(awk '$1 == "cr" { print $2 }' "$T/lost" | median)
+lm=$(awk '$1 == "mlog-causal" { print $2 }' "$T/lost" | median)
+printf '| mode | time lost to one kill, ms (median) |\n|---|---|\n| cr | %s |\n| mlog-causal | %s |\n' "$lc" "$lm"
+awk -v c="$lc" -v m="$lm" 'BEGIN { if (m > 0) printf "\ncr / mlog-causal: %.2fx\n", c / m }'
 fi
