@@ -146,7 +146,23 @@ typedef struct cr {
     uint8_t *fresh;             /* taken in this round: not coordinator before GO */
     int *rj_loc, *rj_buddy;     /* joining: the epoch's tables, from DECIDE */
     uv_timer_t rj_timer;        /* a lost rank must be back within startup-timeout */
+    /* A mode layered on cr (message logging) hears of commits and
+     * rollbacks, with the workers paused (phx_cr_listen). */
+    phx_cr_listen_fn lis;
+    void *lis_arg;
+    /* Message logging: the first failure restores only the dead node's
+     * tasks (survivors keep their state: the logs replay what it lost). */
+    int partial_ok;             /* set by the layered mode */
+    int rb_partial;             /* the decided round is partial */
 } cr_t;
+
+void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial)
+{
+    cr_t *c = st;
+    c->lis = fn;
+    c->lis_arg = arg;
+    c->partial_ok = partial;
+}
 
 enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN };
 
@@ -759,6 +775,8 @@ static void drain_queue(phx_node_t *n, struct cds_wfcq_head *h, struct cds_wfcq_
 static void discard_all(cr_t *c)
 {
     phx_node_t *n = c->n;
+    if (c->lis)
+        c->lis(c->lis_arg, PHX_CR_ROLLBACK, c->rb_epoch);
     int64_t work = 0, inbound = 0, outw = 0, unused = 0;
     phx_node_batch_flush(n);
     drain_queue(n, &n->oh, &n->ot, &outw, &unused);
@@ -1060,6 +1078,8 @@ static void on_commit(cr_t *c, uint64_t id)
     PHX_INFO("ckpt", "epoch %llu committed (%zu bytes here, %.1f ms)", (unsigned long long)c->ck_epoch,
              c->ck_bytes, ms);
     c->phase = PH_IDLE;
+    if (c->lis)
+        c->lis(c->lis_arg, PHX_CR_COMMIT, c->ck_epoch);
     resume_workers(c);
     phx_ck_copy_t *slot = phx_ck_store_get(&c->store, c->ck_epoch);
     if (c->dir && slot && slot->own) {
@@ -1237,14 +1257,20 @@ static int relocate(cr_t *c, const phx_ck_copy_t *slot, int *loc, int *lost, int
  * copy, which it ships to the other new hosts of that node's slices. */
 static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
 {
-    discard_all(c);
-    /* The marker closes the lost future on every link. */
-    ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
-    c->filt.round = (uint64_t)c->ndead;
-    uint32_t nt = 0;
-    int rc = restore_blob(c, slot->own, slot->own_len, 1, NULL, &nt);
-    phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
-    phx_evlog("restore", "\"tasks\":%u,\"source\":\"local\"", nt);
+    int rc = 0;
+    if (c->rb_partial) {
+        /* Survivors keep running state, queues and links: nothing is stale. */
+        phx_evlog("partial_restore", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+    } else {
+        discard_all(c);
+        /* The marker closes the lost future on every link. */
+        ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
+        c->filt.round = (uint64_t)c->ndead;
+        uint32_t nt = 0;
+        rc = restore_blob(c, slot->own, slot->own_len, 1, NULL, &nt);
+        phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+        phx_evlog("restore", "\"tasks\":%u,\"source\":\"local\"", nt);
+    }
     for (int x = 0; x < c->size && !rc; x++) {
         if (!c->lost[x] || slot->buddy[x] != c->self)
             continue;
@@ -1431,7 +1457,12 @@ static void rb_try_decide(cr_t *c)
         ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
         return;
     }
-    send_decision(c, e, disk);
+    /* Message logging covers one failure per job here (k = 1; a second
+     * one may have taken determinants with it): then the global rollback. */
+    /* ... and only where the dead node's tasks go to the survivors (a spare
+     * or a respawned newcomer starts from the buddy copy alone). */
+    int partial = c->partial_ok && c->ndead == 1 && !disk && !strcmp(c->n->cfg.restart_on, "survivors");
+    send_decision(c, e, disk | (partial ? 2 : 0));
 }
 
 /* DECIDE's tail when ranks are taken in: u16 view, u32 incarnation per
@@ -1607,7 +1638,12 @@ static void on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
         return;   /* stale: a newer failure is known here */
     }
     c->rb_epoch = phx_get_le64(p);
-    c->rb_disk = p[8 + c->size];
+    c->rb_disk = p[8 + c->size] & 1;
+    c->rb_partial = (p[8 + c->size] >> 1) & 1;
+    if (c->rb_partial)   /* an aborted checkpoint's markers must not count for its redo */
+        for (int r = 0; r < c->size; r++)
+            if (c->filt.ck_mark[r] > c->store.committed)
+                c->filt.ck_mark[r] = c->store.committed;
     memcpy(c->lost, c->dead, (size_t)c->size);
     int rc = joins ? take_in(c, p + base) : 0;
     if (rc) {
@@ -1639,6 +1675,8 @@ static void on_go(cr_t *c, uint64_t round)
               (unsigned long long)c->rb_epoch, c->ndead, ms, (unsigned long long)c->filt.dropped,
               (unsigned long long)phx_net_stale_frames(c->n->net));
     PHX_INFO("ckpt", "recovered from epoch %llu in %.1f ms", (unsigned long long)c->rb_epoch, ms);
+    if (c->lis && c->rb_partial)
+        c->lis(c->lis_arg, PHX_CR_PARTIAL, c->rb_epoch);
     resume_workers(c);
     /* The lost node's tasks now have a single copy (at their new host):
      * double it at once. */

@@ -46,7 +46,7 @@ static const opt_t opts[] = {
     O("metrics-port", OPT_INT, metrics_port, "0", "serve Prometheus /metrics on this port + rank (0: off)",
       "a TCP port such that port + rank <= 65535, or 0"),
     O("log", OPT_STR, log, "warn", "log level", "error, warn, info or debug"),
-    O("recovery", OPT_STR, recovery, "none", "recovery mode (checkpoint/restart needs ft)", "none or cr"),
+    O("recovery", OPT_STR, recovery, "none", "recovery mode (checkpoint/restart and message logging need ft)", "none, cr, mlog-causal or mlog-pessimistic"),
     O("ckpt-interval", OPT_INT, ckpt_interval, "0",
       "seconds between automatic checkpoints under recovery=cr (0: only phx_checkpoint)", "a whole number of seconds >= 0, e.g. 10"),
     O("ckpt-dir", OPT_STR, ckpt_dir, "", "directory for disk checkpoints under recovery=cr (\"\": memory only)", NULL),

@@ -41,7 +41,7 @@ typedef struct phx_config {
     char eventlog[512];              /* JSON-lines event log path ("" = off) */
     char log[16];                    /* error|warn|info|debug */
     /* recovery (core/recovery.h) */
-    char recovery[16];               /* none|cr|... */
+    char recovery[24];               /* none|cr|mlog-causal|mlog-pessimistic */
     int ckpt_interval;               /* seconds between automatic checkpoints (0: none) */
     char ckpt_dir[512];              /* disk checkpoints ("" = memory only) */
     char restart_on[16];             /* survivors|spare|respawn */

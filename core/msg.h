@@ -27,6 +27,7 @@ enum phx_msg_kind {
     PHX_MK_EXIT,        /* worker -> comm: phx_exit(code) */
     PHX_MK_STOP,        /* comm -> worker: leave the loop */
     PHX_MK_CALL,        /* worker -> comm: run m->call on the comm thread */
+    PHX_MK_KICK,        /* -> worker: offer task hdr.dst's held messages again */
 };
 
 struct phx_node;

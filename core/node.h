@@ -61,6 +61,12 @@ struct phx_ctx {
 typedef void (*phx_deliver_hook_fn)(void *ctx, int worker, phx_tid_t dst, phx_tid_t src,
                                     uint64_t ssn, uint64_t rsn, uint32_t inc);
 
+/* Admission hook: runs on the worker before a message that is next in its
+ * sender's SSN stream is delivered to t; nonzero holds it back (message
+ * logging replays a restored task in its recorded order). Held messages
+ * are offered again after each delivery to t and on a PHX_MK_KICK. */
+typedef int (*phx_admit_hook_fn)(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, uint64_t ssn);
+
 struct phx_worker {
     phx_node_t *node;
     int id;
@@ -77,6 +83,7 @@ struct phx_worker {
     int *touched, ntouched;
     /* counters: written by this worker, read by anyone (relaxed) */
     _Atomic uint64_t n_deliveries, n_tasks, n_reordered, n_sent, n_bytes_sent, n_hook;
+    _Atomic uint64_t n_dups;    /* messages dropped as already delivered (SSN) */
 };
 
 struct phx_node {
@@ -138,6 +145,8 @@ struct phx_node {
 
     phx_deliver_hook_fn hook;
     void *hook_ctx;
+    phx_admit_hook_fn admit;    /* NULL: every in-order message is delivered */
+    void *admit_ctx;
 
     /* Recovery mode (core/recovery.h): its hooks and state (comm thread). */
     const struct phx_recovery_ops *rec;

@@ -16,7 +16,8 @@ static void call_checkpoint(phx_node_t *n, phx_msg_t *m);
 static const phx_recovery_ops_t rec_none = { .name = "none", .help = "a lost node's work is lost" };
 
 /* New modes (message logging) add a line here. */
-static const phx_recovery_ops_t *const registry[] = { &rec_none, &phx_recovery_cr };
+static const phx_recovery_ops_t *const registry[] = { &rec_none, &phx_recovery_cr, &phx_recovery_mlog_causal,
+                                                      &phx_recovery_mlog_pessimistic };
 #define NREG (sizeof registry / sizeof registry[0])
 
 const phx_recovery_ops_t *phx_recovery_find(const char *name)

@@ -4,7 +4,7 @@
  * never tests the mode: a mode plugs in by adding its ops to the registry
  * (core/recovery.c). `none` has no ops (a lost node's work is lost); `cr`
  * is coordinated checkpoint/restart (core/ckpt.c, decisions in ft/ckpt/).
- * Message logging adds its own entry later.
+ * mlog-causal and mlog-pessimistic (core/mlog.c) are layered on cr.
  *
  * Threads: every hook runs on the comm thread unless stated otherwise. */
 #ifndef PHX_CORE_RECOVERY_H
@@ -25,7 +25,9 @@ typedef struct phx_worker phx_worker_t;
 #define PHX_EXIT_CKPT_LOST 78
 
 /* PHX_FT_CTRL tags 24..39 belong to the recovery modes. */
-enum { PHX_CTRL_REC_FIRST = 24, PHX_CTRL_REC_LAST = 39 };
+enum { PHX_CTRL_REC_FIRST = 24, PHX_CTRL_REC_LAST = 47 };
+/* cr uses 24..39; message logging (core/mlog.c) 40..47. */
+enum { PHX_CTRL_CR_LAST = 39 };
 
 typedef struct phx_recovery_ops {
     const char *name;
@@ -101,5 +103,17 @@ void phx_recovery_free(phx_node_t *n);
 
 /* The cr mode's ops (core/ckpt.c). */
 extern const phx_recovery_ops_t phx_recovery_cr;
+/* A mode built on cr's state (st from phx_recovery_cr.init) hears of each
+ * commit of an epoch and each rollback to one, on the comm thread while
+ * every worker is paused. With partial set, the first failure of the job
+ * restores only the dead node's tasks (from its buddy's copy, spread over
+ * the survivors as usual) and the survivors keep their state; the mode
+ * hears PHX_CR_PARTIAL at the end of that round, workers still paused,
+ * and must bring the restored tasks up to date (message logging). */
+enum { PHX_CR_COMMIT = 1, PHX_CR_ROLLBACK = 2, PHX_CR_PARTIAL = 3 };
+typedef void (*phx_cr_listen_fn)(void *arg, int what, uint64_t epoch);
+void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial);
+/* Message logging (core/mlog.c; protocol in ft/mlog/). */
+extern const phx_recovery_ops_t phx_recovery_mlog_causal, phx_recovery_mlog_pessimistic;
 
 #endif

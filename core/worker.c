@@ -156,6 +156,46 @@ static int run(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
     return 0;
 }
 
+static int admitted(phx_worker_t *w, const phx_task_t *t, const phx_msg_t *m)
+{
+    phx_node_t *n = w->node;
+    return !n->admit || !n->admit(n->admit_ctx, w->id, t, m->hdr.src, m->hdr.ssn);
+}
+
+/* With an admission hook any held message may have become deliverable:
+ * offer them all until none is (replays are short; survivors never hold). */
+static void retry_held(phx_worker_t *w, phx_tid_t id)
+{
+    for (;;) {
+        uint64_t *v = phx_map_get(&w->tasks, id);
+        if (!v)
+            return;
+        phx_task_t *t = (phx_task_t *)(uintptr_t)*v;
+        phx_msg_t *prev = NULL, *x = t->held;
+        uint64_t *last = NULL;
+        for (; x; prev = x, x = (phx_msg_t *)x->qn.next) {
+            last = phx_map_get(&t->in_ssn, x->hdr.src);
+            if (x->hdr.ssn == (last ? *last : 0) + 1 && admitted(w, t, x))
+                break;
+        }
+        if (!x)
+            return;
+        if (prev)
+            prev->qn.next = x->qn.next;
+        else
+            t->held = (phx_msg_t *)x->qn.next;
+        if (!last && !(last = phx_map_put(&t->in_ssn, x->hdr.src))) {
+            lose(w, x, "out of memory tracking a sender's stream");
+            return;
+        }
+        *last = x->hdr.ssn;
+        int gone = run(w, t, x);
+        phx_msg_free(x);
+        if (gone)
+            return;
+    }
+}
+
 /* Delivers in SSN order per sender; early messages wait in t->held. */
 static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
 {
@@ -173,10 +213,11 @@ static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
     if (m->hdr.ssn <= *last) {
         PHX_DEBUG("task", "duplicate ssn %llu from %#llx dropped", (unsigned long long)m->hdr.ssn,
                   (unsigned long long)src);
+        PHX_CNT_ADD(w->n_dups, 1);
         phx_msg_free(m);
         return;
     }
-    if (m->hdr.ssn > *last + 1) {
+    if (m->hdr.ssn > *last + 1 || !admitted(w, t, m)) {
         m->qn.next = t->held ? &t->held->qn : NULL;
         t->held = m;
         PHX_CNT_ADD(w->n_reordered, 1);
@@ -189,6 +230,10 @@ static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
         return;
     }
     phx_msg_free(m);
+    if (w->node->admit) {
+        retry_held(w, id);
+        return;
+    }
     /* The gap may have been the only thing holding later messages back. */
     for (;;) {
         uint64_t *v = phx_map_get(&w->tasks, id);
@@ -217,9 +262,39 @@ static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
     }
 }
 
+/* PHX_MK_KICK: task id's held messages (0: every task of this worker's). */
+static void kick(phx_worker_t *w, phx_tid_t id)
+{
+    if (id) {
+        if (phx_map_get(&w->tasks, id))
+            retry_held(w, id);
+        return;
+    }
+    size_t k = 0;
+    uint64_t *ids = malloc((w->tasks.len + 1) * sizeof *ids);
+    if (!ids) {
+        PHX_ERROR("worker", "out of memory offering held messages again");
+        return;
+    }
+    for (size_t i = 0; i < w->tasks.cap; i++)
+        if (w->tasks.keys[i])
+            ids[k++] = w->tasks.keys[i];
+    for (size_t i = 0; i < k; i++)
+        if (phx_map_get(&w->tasks, ids[i]))
+            retry_held(w, ids[i]);
+    free(ids);
+}
+
 static void spawn(phx_worker_t *w, phx_msg_t *m)
 {
     phx_tid_t id = m->hdr.dst;
+    if (w->node->admit && m->type_id < phx_ntypes && (phx_map_get(&w->tasks, id) || phx_map_get(&w->gone, id))) {
+        /* Message logging re-sends a spawn the restored state already
+         * holds: a duplicate, like a message under its SSN. */
+        PHX_CNT_ADD(w->n_dups, 1);
+        phx_msg_free(m);
+        return;
+    }
     if (m->type_id >= phx_ntypes || phx_map_get(&w->tasks, id)) {
         PHX_ERROR("task", "spawn of type %u names an unknown type or a task that exists", m->type_id);
         lose(w, m, "bad spawn");
@@ -371,6 +446,10 @@ void *phx_worker_main(void *arg)
                 break;
             case PHX_MK_APP:
                 app(w, m);
+                break;
+            case PHX_MK_KICK:
+                kick(w, m->hdr.dst);
+                phx_msg_free(m);
                 break;
             default:
                 PHX_ERROR("worker", "unexpected message kind %u", m->kind);

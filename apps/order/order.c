@@ -1,0 +1,240 @@
+/* order: an order-sensitive job for message logging (issue 11; digest
+ * seed-004a-msglog.md §9 R4). P = nodes x V tasks pass 2P tokens around:
+ * a task folds every token it receives into a hash chain, in delivery
+ * order, and forwards the token with the chain's new value to a task the
+ * chain picks. Senders race (several tokens converge on one task), so the
+ * delivery order changes from run to run, and with it every value and
+ * route: the result is not reproducible, on purpose.
+ *
+ * What must hold is consistency (no orphans): each task hashes the stream
+ * of payloads it sent to every other task and the stream it delivered from
+ * every other task. At the end main collects both and checks, for every
+ * pair, that what the sender's final state says it sent equals what the
+ * receiver used. A task restored after a failure that replayed in another
+ * order would re-derive different payloads than its survivors received:
+ * the pair would differ, and the job says INCONSISTENT and exits 3.
+ *
+ * Usage: order [-V tasks/node] [-k hops] [-c ticks per checkpoint]
+ * Prints: order tasks=P tokens=T hops=K consistent=yes checksum=X
+ * Progress: {"ev":"order_tick","n":k} in the event log (k = ticks: one per
+ * 64 deliveries of any task); main asks for a checkpoint every c ticks. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/eventlog.h"
+#include "core/phalanx.h"
+
+#define MAXP 64
+enum { T_START, T_TOK, T_DONE, T_TICK, T_ASK, T_REPORT };
+
+typedef struct tok { uint32_t id, hop; uint64_t val; } tok_t;
+typedef struct task {
+    uint32_t idx, p, hops;
+    uint64_t h, delivered;
+    phx_tid_t main;
+    phx_tid_t tids[MAXP];
+    uint64_t sent[MAXP], recv[MAXP];   /* stream hashes per peer index */
+} task_t;
+typedef struct report { uint32_t idx; uint64_t sent[MAXP], recv[MAXP]; } report_t;
+typedef struct mainst {
+    uint32_t p, tokens, hops, ckpt_every, done, reports, ticks;
+    uint64_t sum;
+    phx_tid_t tids[MAXP];
+    uint64_t sent[MAXP][MAXP], recv[MAXP][MAXP];
+} mainst_t;
+typedef struct start_msg { uint32_t p, hops; phx_tid_t main; phx_tid_t tids[MAXP]; } start_msg_t;
+
+static int task_type, main_type;
+static uint32_t V = 4, HOPS = 400, CKPT_EVERY = 8;
+
+static uint64_t mix(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint32_t index_of(const task_t *t, phx_tid_t id)
+{
+    for (uint32_t i = 0; i < t->p; i++)
+        if (t->tids[i] == id)
+            return i;
+    return UINT32_MAX;
+}
+
+static void send_tok(phx_ctx_t *c, task_t *t, tok_t k)
+{
+    uint32_t to = (uint32_t)(t->h % t->p);
+    t->sent[to] = mix(t->sent[to] ^ k.val ^ ((uint64_t)k.id << 32 | k.hop));
+    phx_send(c, t->tids[to], T_TOK, &k, sizeof k);
+}
+
+static void on_start(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    (void)src;
+    task_t *t = st;
+    const start_msg_t *s = m;
+    if (n != sizeof *s)
+        return;
+    t->p = s->p;
+    t->hops = s->hops;
+    t->main = s->main;
+    memcpy(t->tids, s->tids, sizeof t->tids);
+    t->h = mix(t->idx + 1);
+    for (uint32_t j = 0; j < 2; j++) {   /* two tokens each */
+        tok_t k = { t->idx * 2 + j, 0, mix(t->h + j) };
+        t->h = mix(t->h ^ k.val);
+        send_tok(c, t, k);
+    }
+}
+
+static void on_tok(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    task_t *t = st;
+    tok_t k;
+    if (n != sizeof k)
+        return;
+    memcpy(&k, m, sizeof k);
+    uint32_t from = index_of(t, src);
+    if (from < t->p)
+        t->recv[from] = mix(t->recv[from] ^ k.val ^ ((uint64_t)k.id << 32 | k.hop));
+    t->h = mix(t->h ^ k.val ^ src);   /* the order-sensitive state */
+    k.hop++;
+    k.val = t->h;
+    if (++t->delivered % 64 == 0)
+        phx_send(c, t->main, T_TICK, NULL, 0);
+    if (k.hop >= t->hops)
+        phx_send(c, t->main, T_DONE, &k, sizeof k);
+    else
+        send_tok(c, t, k);
+}
+
+static void on_ask(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    (void)src, (void)m, (void)n;
+    task_t *t = st;
+    report_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return;
+    r->idx = t->idx;
+    memcpy(r->sent, t->sent, sizeof r->sent);
+    memcpy(r->recv, t->recv, sizeof r->recv);
+    phx_send(c, t->main, T_REPORT, r, sizeof *r);
+    free(r);
+}
+
+static void task_init(phx_ctx_t *c, void *st, const void *arg, size_t n)
+{
+    (void)c;
+    if (n == sizeof(uint32_t))
+        memcpy(&((task_t *)st)->idx, arg, n);
+}
+
+static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t n)
+{
+    (void)arg, (void)n;
+    mainst_t *s = st;
+    s->p = (uint32_t)phx_size(c) * V;
+    if (s->p > MAXP) {
+        fprintf(stderr, "order: at most %d tasks (nodes x V)\n", MAXP);
+        phx_exit(c, 2);
+        return;
+    }
+    s->tokens = 2 * s->p;
+    s->hops = HOPS;
+    s->ckpt_every = CKPT_EVERY;
+    for (uint32_t i = 0; i < s->p; i++)
+        s->tids[i] = phx_spawn_on(c, task_type, (int)(i / V), &i, sizeof i);
+    start_msg_t *m = calloc(1, sizeof *m);
+    if (!m) {
+        phx_exit(c, 1);
+        return;
+    }
+    m->p = s->p;
+    m->hops = s->hops;
+    m->main = phx_self(c);
+    memcpy(m->tids, s->tids, sizeof m->tids);
+    for (uint32_t i = 0; i < s->p; i++)
+        phx_send(c, s->tids[i], T_START, m, sizeof *m);
+    free(m);
+}
+
+static void on_tick(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    (void)src, (void)m, (void)n;
+    mainst_t *s = st;
+    s->ticks++;
+    phx_evlog("order_tick", "\"n\":%u", s->ticks);
+    if (s->ckpt_every && s->ticks % s->ckpt_every == 0)
+        phx_checkpoint(c);
+}
+
+static void on_done(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    (void)src;
+    mainst_t *s = st;
+    tok_t k;
+    if (n != sizeof k)
+        return;
+    memcpy(&k, m, sizeof k);
+    s->sum += k.val;
+    if (++s->done == s->tokens)
+        for (uint32_t i = 0; i < s->p; i++)
+            phx_send(c, s->tids[i], T_ASK, NULL, 0);
+}
+
+static void on_report(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    (void)src;
+    mainst_t *s = st;
+    const report_t *r = m;
+    if (n != sizeof *r || r->idx >= s->p)
+        return;
+    memcpy(s->sent[r->idx], r->sent, sizeof r->sent);
+    memcpy(s->recv[r->idx], r->recv, sizeof r->recv);
+    if (++s->reports < s->p)
+        return;
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < s->p; i++)
+        for (uint32_t j = 0; j < s->p; j++)
+            if (s->sent[i][j] != s->recv[j][i]) {
+                if (!bad)
+                    fprintf(stderr, "order: task %u's stream to task %u differs from what %u used\n", i, j, j);
+                bad++;
+            }
+    printf("order tasks=%u tokens=%u hops=%u consistent=%s checksum=%016" PRIx64 "\n", s->p, s->tokens, s->hops,
+           bad ? "NO" : "yes", s->sum);
+    fflush(stdout);
+    phx_exit(c, bad ? 3 : 0);
+}
+
+int main(int argc, char **argv)
+{
+    const char *usage = "order [-V tasks/node] [-k hops] [-c ticks per checkpoint]";
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--phx-", 6))
+            continue;
+        uint64_t v;
+        if (i + 1 >= argc || phx_arg_u64(argv[i + 1], 0, 1000000, &v))
+            return phx_usage_error(usage, "bad argument '%s'", argv[i]);
+        if (!strcmp(argv[i], "-V") && v >= 1 && v <= 32)
+            V = (uint32_t)v;
+        else if (!strcmp(argv[i], "-k") && v >= 1)
+            HOPS = (uint32_t)v;
+        else if (!strcmp(argv[i], "-c"))
+            CKPT_EVERY = (uint32_t)v;
+        else
+            return phx_usage_error(usage, "bad argument '%s %s'", argv[i], argv[i + 1]);
+        i++;
+    }
+    phx_type_t tt = { .name = "order-task", .state_size = sizeof(task_t), .init = task_init,
+                      .handlers = { [T_START] = on_start, [T_TOK] = on_tok, [T_ASK] = on_ask } };
+    task_type = phx_register_type(&tt);
+    phx_type_t mt = { .name = "order-main", .state_size = sizeof(mainst_t), .init = main_init,
+                      .handlers = { [T_DONE] = on_done, [T_TICK] = on_tick, [T_REPORT] = on_report } };
+    main_type = phx_register_type(&mt);
+    return phx_main(argc, argv, main_type, NULL, 0);
+}

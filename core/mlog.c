@@ -1,0 +1,757 @@
+/* Message-logging recovery modes (issue 11): mlog-causal and
+ * mlog-pessimistic, layered on recovery=cr (core/ckpt.c), whose
+ * coordinated checkpoints bound the logs and whose recovery round
+ * (agreement, relocation, buddy copies) restores the dead node's tasks.
+ * The protocol is ft/mlog's state machine; this file feeds it.
+ *
+ * Forward path:
+ *   - on_send (comm thread, before a frame to another node is written): the
+ *     message is kept in the sender log; under mlog-causal the dets this
+ *     link has not carried yet go first, as an ML_DETS control frame on the
+ *     same FIFO link (the trailer of Alg. 1, sent just ahead of its frame:
+ *     nothing can overtake it, so causality is the same);
+ *   - the delivery hook (worker, after the RSN is assigned, before the
+ *     handler) puts <src, ssn, dst, rsn> into the worker's lock-free queue;
+ *     under mlog-pessimistic the worker then waits until the next live rank
+ *     stored it (ML_DETS flush + ML_ACK), so no message the handler sends
+ *     can leave before its cause is safe;
+ *   - ML_DETS at a receiver: stored (detLog), acknowledged with ML_ACK;
+ *   - cr's commit of an epoch empties the logs (Alg. 4).
+ * Recovery ("partial recovery" below): the job's first failure restores
+ * only the dead node's tasks, survivors hand back dets and logged messages
+ * and keep running; a later failure falls back to cr's global rollback.
+ *
+ * Threads: everything on the comm thread except hook(), ml_admit() and the
+ * pessimistic wait (workers), which touch only their own queue, atomics and
+ * the replay records under their mutex. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/eventlog.h"
+#include "core/node.h"
+#include "core/recovery.h"
+#include "ft/mlog/scml.h"
+#include "phx_err.h"
+#include "phx_log.h"
+
+enum { ML_DETS = PHX_CTRL_CR_LAST + 1, ML_ACK, ML_RDETS, ML_RDONE };
+
+#define QCAP (1u << 16)
+#define ML_SPAWN_BIT (1u << 31)   /* in a logged tag: the entry is a spawn */
+
+typedef struct mlog {
+    phx_node_t *n;
+    void *cr;                   /* cr's state: checkpoints and the fallback */
+    phx_ml_t *ml;
+    int pess;
+    uint8_t *dead;
+    uint8_t *buf;               /* trailer scratch (comm thread) */
+    size_t cap;
+    _Atomic int flush_asked;    /* pessimistic: a worker waits for a flush */
+    uint64_t ctrl_frames;
+    uint64_t trailers;          /* det frames sent ahead of an app frame */
+    /* Partial recovery (mlog-causal, the job's first failure). */
+    int nfail, full_rb;         /* failures seen; a global rollback happened */
+    phx_map_t rep;              /* task id of the dead node -> rep_t *, under rep_lock */
+    pthread_rwlock_t rep_lock;  /* workers read, the comm thread adds records */
+    _Atomic int nrep;           /* records in rep */
+    _Atomic int phase;          /* a partial recovery began: lost tasks are checked */
+    _Atomic int rel;            /* ... and every live rank handed back */
+    uint8_t *done;              /* ranks whose hand-back arrived (RDONE) */
+    int released;
+    uint64_t resent, dets_back, installed;
+} mlog_t;
+
+/* Replay state of a task restored here (a worker reads it, the comm thread
+ * installs dets and releases: the mutex orders them). */
+typedef struct rep {
+    pthread_mutex_t mu;
+    phx_ml_task_t mt;
+} rep_t;
+
+static const phx_recovery_ops_t *CR = &phx_recovery_cr;
+
+static int is_pess(const phx_node_t *n)
+{
+    return !strcmp(n->cfg.recovery, "mlog-pessimistic");
+}
+
+static int ml_configure(phx_node_t *n)
+{
+    int rc = CR->configure(n);
+    if (rc)
+        return rc;
+    return 0;
+}
+
+static void ctl(mlog_t *g, int peer, int tag, const void *buf, size_t len)
+{
+    phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = (uint32_t)tag, .src = (uint64_t)g->n->rank,
+                          .dst = (uint64_t)peer, .len = (uint32_t)len };
+    int rc = phx_net_send(g->n->net, peer, &h, NULL, 0, buf, len, 0);
+    if (rc)
+        PHX_DEBUG("mlog", "control %d to rank %d not sent: %s", tag, peer, phx_strerror(rc));
+    else
+        g->ctrl_frames++;
+}
+
+/* Encodes for peer (or, peer < 0, every unacked det) into g->buf. Workers
+ * keep publishing while we size the buffer: grow and retry on ENOSPC. */
+static long trailer(mlog_t *g, int peer)
+{
+    for (;;) {
+        size_t need = phx_ml_pb_size(g->ml) + 64 * 32;
+        if (need > g->cap) {
+            uint8_t *b = realloc(g->buf, 2 * need);
+            if (!b)
+                return PHX_ENOMEM;
+            g->buf = b;
+            g->cap = 2 * need;
+        }
+        long k = peer >= 0 ? phx_ml_pb_encode_to(g->ml, peer, g->buf, g->cap)
+                           : phx_ml_pb_encode(g->ml, g->buf, g->cap);
+        if (k != PHX_ENOSPC)
+            return k;
+        need = g->cap + 1;
+        uint8_t *b = realloc(g->buf, 2 * need);
+        if (!b)
+            return PHX_ENOMEM;
+        g->buf = b;
+        g->cap = 2 * need;
+    }
+}
+
+static int next_live(const mlog_t *g)
+{
+    for (int k = 1; k < g->n->size; k++) {
+        int r = (g->n->rank + k) % g->n->size;
+        if (!g->dead[r])
+            return r;
+    }
+    return -1;
+}
+
+/* Pessimistic: every unacked det to the next live rank. */
+static void flush(mlog_t *g)
+{
+    atomic_store(&g->flush_asked, 0);
+    int b = next_live(g);
+    if (b < 0)
+        return;
+    long k = trailer(g, -1);
+    if (k > 0)
+        ctl(g, b, ML_DETS, g->buf, (size_t)k);
+    else if (k < 0)
+        PHX_ERROR("mlog", "determinant flush failed: %s", phx_strerror((int)k));
+}
+
+static void call_flush(phx_node_t *n, phx_msg_t *m)
+{
+    phx_msg_free(m);
+    mlog_t *g = n->rec_st;
+    if (g)
+        flush(g);
+}
+
+/* Worker: the delivery hook. */
+static void hook(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uint64_t ssn, uint64_t rsn, uint32_t inc)
+{
+    (void)inc;
+    mlog_t *g = ctx;
+    phx_detq_t *q = phx_ml_queue(g->ml, worker);
+    phx_det_t d = { .sender = src, .receiver = dst, .ssn = ssn, .rsn = rsn };
+    int64_t k = phx_detq_add(q, &d);
+    if (k < 0 || !g->pess)
+        return;   /* closed: the job is ending */
+    /* Pessimistic: the det must be stored elsewhere before the handler's
+     * messages can exist. One flush request at a time is enough: a flush
+     * carries every det published before it. */
+    if (!atomic_exchange(&g->flush_asked, 1)) {
+        phx_msg_t *m = phx_msg_alloc(0);
+        if (m) {
+            m->kind = PHX_MK_CALL;
+            m->call = call_flush;
+            phx_node_enqueue_out(g->n, m);
+        }
+    }
+    unsigned spins = 0;
+    for (;;) {
+        phx_detq_stat_t s;
+        phx_detq_stat(q, &s);
+        if (s.start > (uint64_t)k || atomic_load(&g->n->stopping))
+            return;
+        if (++spins < 64)
+            sched_yield();
+        else {
+            struct timespec ts = { 0, 20000 };
+            nanosleep(&ts, NULL);
+            if (spins % 5000 == 0)   /* a flush lost with a dead rank: ask again */
+                atomic_store(&g->flush_asked, 0);
+            if (!atomic_exchange(&g->flush_asked, 1)) {
+                phx_msg_t *m = phx_msg_alloc(0);
+                if (m) {
+                    m->kind = PHX_MK_CALL;
+                    m->call = call_flush;
+                    phx_node_enqueue_out(g->n, m);
+                }
+            }
+        }
+    }
+}
+
+static void partial_handback(mlog_t *g);
+
+static void ml_listen(void *arg, int what, uint64_t epoch)
+{
+    mlog_t *g = arg;
+    if (what == PHX_CR_PARTIAL) {
+        partial_handback(g);
+        return;
+    }
+    if (what == PHX_CR_ROLLBACK)
+        g->full_rb = 1;
+    phx_ml_stats_t s;
+    phx_ml_stats(g->ml, &s);
+    /* A commit makes every logged message and det useless (Alg. 4); a
+     * rollback undoes what they describe. Workers are paused either way. */
+    phx_ml_checkpoint(g->ml);
+    phx_evlog(what == PHX_CR_COMMIT ? "mlog_gc" : "mlog_reset", "\"epoch\":%llu,\"log_len\":%llu,\"detlog_len\":%llu",
+              (unsigned long long)epoch, (unsigned long long)s.log_len, (unsigned long long)s.detlog_len);
+}
+
+
+/* ---- partial recovery ----------------------------------------------------
+ * The job's first failure under mlog-causal: cr restores only the dead
+ * node's tasks, spread over the survivors (on_restore below makes a replay
+ * record for each); at the end of that round (PHX_CR_PARTIAL, workers still
+ * paused) every node hands back what it holds for them (Alg. 5): the dets
+ * whose receiver is one of them (ML_RDETS to its new host), then the logged
+ * messages bound to them (app frames, same link: after the dets), then
+ * ML_RDONE to every live rank. A new host releases its restored tasks once
+ * every live rank's RDONE arrived: until then they deliver only what the
+ * installed dets name, in rsn order, and hold the rest. Survivors keep
+ * running; what the restored tasks send again is dropped by SSN. */
+
+static int lost_home(const mlog_t *g, uint64_t tid)
+{
+    int h = phx_tid_home((phx_tid_t)tid);
+    return h >= 0 && h < g->n->size && g->dead[h];
+}
+
+/* Under rep_lock (either side). */
+static rep_t *rep_of(mlog_t *g, uint64_t tid)
+{
+    uint64_t *v = phx_map_get(&g->rep, tid);
+    return v ? (rep_t *)(uintptr_t)*v : NULL;
+}
+
+/* Comm thread: the record of tid, made if absent with base rsn (a task
+ * restored from the checkpoint: its rsn there; one the replay spawns
+ * again: 0). NULL when out of memory. */
+static rep_t *rep_make(mlog_t *g, uint64_t tid, uint64_t rsn)
+{
+    pthread_rwlock_wrlock(&g->rep_lock);
+    rep_t *r = rep_of(g, tid);
+    if (!r && (r = calloc(1, sizeof *r))) {
+        uint64_t *slot = phx_map_put(&g->rep, tid);
+        if (!slot) {
+            free(r);
+            r = NULL;
+        } else {
+            pthread_mutex_init(&r->mu, NULL);
+            phx_ml_task_restore(&r->mt, rsn);
+            *slot = (uint64_t)(uintptr_t)r;
+            atomic_fetch_add(&g->nrep, 1);
+        }
+    }
+    pthread_rwlock_unlock(&g->rep_lock);
+    return r;
+}
+
+/* cr restored task tid here (comm thread, workers paused). st is cr's. */
+static void ml_on_restore(void *st, phx_tid_t tid)
+{
+    (void)st;
+    phx_node_t *n = phx_node_current;
+    mlog_t *g = n ? n->rec_st : NULL;
+    if (!g || g->full_rb || g->nfail != 1 || !lost_home(g, tid))
+        return;
+    atomic_store(&g->phase, 1);
+    phx_worker_t *w = &n->workers[phx_worker_of(n, tid)];
+    uint64_t *tv = phx_map_get(&w->tasks, tid);
+    if (!tv || !rep_make(g, tid, ((phx_task_t *)(uintptr_t)*tv)->rsn)) {
+        PHX_ERROR("mlog", "no replay record for task %#llx: ending the job", (unsigned long long)tid);
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+    }
+}
+
+/* Worker: may <src, ssn> be delivered to t now? Survivors' own tasks
+ * always; a dead node's task (restored, or spawned again by the replay)
+ * in the order its installed dets give, and nothing else before every
+ * live rank handed back (a det naming this message may still come). */
+static int ml_admit(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, uint64_t ssn)
+{
+    (void)worker;
+    mlog_t *g = ctx;
+    if (!atomic_load_explicit(&g->phase, memory_order_acquire) || !lost_home(g, t->id))
+        return 0;
+    pthread_rwlock_rdlock(&g->rep_lock);
+    rep_t *r = rep_of(g, t->id);
+    int hold;
+    if (!r)
+        hold = !atomic_load(&g->rel);
+    else {
+        pthread_mutex_lock(&r->mu);
+        hold = phx_ml_task_check(&r->mt, t->rsn, src, ssn) == PHX_ML_HOLD;
+        pthread_mutex_unlock(&r->mu);
+    }
+    pthread_rwlock_unlock(&g->rep_lock);
+    return hold;
+}
+
+static void kick(mlog_t *g, uint64_t tid)
+{
+    phx_msg_t *m = phx_msg_alloc(0);
+    if (!m) {
+        PHX_ERROR("mlog", "out of memory releasing a replay: ending the job");
+        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    m->kind = PHX_MK_KICK;
+    m->peer = -1;
+    m->hdr.dst = tid;
+    phx_node_enqueue_local(g->n, m);
+}
+
+static void try_release(mlog_t *g)
+{
+    if (g->released)
+        return;
+    for (int r = 0; r < g->n->size; r++)
+        if (!g->dead[r] && !g->done[r])
+            return;
+    g->released = 1;
+    atomic_store(&g->rel, 1);
+    int bad = 0;
+    pthread_rwlock_rdlock(&g->rep_lock);
+    for (size_t i = 0; i < g->rep.cap; i++) {
+        if (!g->rep.keys[i])
+            continue;
+        rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
+        pthread_mutex_lock(&r->mu);
+        int rc = phx_ml_task_release(&r->mt);
+        pthread_mutex_unlock(&r->mu);
+        if (rc)
+            bad = 1;
+        kick(g, g->rep.keys[i]);
+    }
+    pthread_rwlock_unlock(&g->rep_lock);
+    /* Tasks held for want of a record (spawned again, no det) may go now:
+     * every worker offers all its held messages again. */
+    for (int i = 0; i < g->n->nworkers; i++) {
+        phx_msg_t *m = phx_msg_alloc(0);
+        if (!m)
+            break;
+        m->kind = PHX_MK_KICK;
+        m->peer = -1;
+        m->hdr.dst = 0;
+        phx_worker_t *w = &g->n->workers[i];
+        atomic_fetch_add_explicit(&g->n->work, 1, memory_order_relaxed);
+        PHX_HANDOFF_RELEASE(m);
+        cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
+        phx_worker_wake(w);
+    }
+    phx_evlog("mlog_replay", "\"tasks\":%llu,\"dets_installed\":%llu",
+              (unsigned long long)atomic_load(&g->nrep), (unsigned long long)g->installed);
+    if (bad) {
+        fprintf(stderr, "phalanx: rank %d: message logging lost determinants of a restored task; the result "
+                        "would be wrong, ending the job\n", g->n->rank);
+        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+    }
+}
+
+static void install(mlog_t *g, const phx_det_t *d)
+{
+    if (phx_node_host_of(g->n, (phx_tid_t)d->receiver) != g->n->rank)
+        return;   /* restored elsewhere: not ours */
+    /* No record yet: a task created after the checkpoint, which the replay
+     * spawns again (its rsns start at 0). */
+    rep_t *r = rep_make(g, d->receiver, 0);
+    if (!r) {
+        PHX_ERROR("mlog", "out of memory installing a determinant: ending the job");
+        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    pthread_mutex_lock(&r->mu);
+    int rc = phx_ml_task_install(&r->mt, d);
+    pthread_mutex_unlock(&r->mu);
+    if (rc) {
+        PHX_ERROR("mlog", "determinant not installed (%s): ending the job", phx_strerror(rc));
+        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    g->installed++;
+}
+
+typedef struct hb_ctx {
+    mlog_t *g;
+    uint8_t **dbuf;             /* per host: encoded dets */
+    size_t *dlen, *dcap;
+    int err;
+} hb_ctx_t;
+
+static int hb_lost(void *arg, uint64_t tid)
+{
+    return lost_home(((hb_ctx_t *)arg)->g, tid);
+}
+
+static void hb_det(void *arg, const phx_det_t *d)
+{
+    hb_ctx_t *h = arg;
+    mlog_t *g = h->g;
+    int host = phx_node_host_of(g->n, (phx_tid_t)d->receiver);
+    g->dets_back++;
+    if (host == g->n->rank) {
+        install(g, d);
+        return;
+    }
+    if (h->dlen[host] + 32 > h->dcap[host]) {
+        size_t cap = h->dcap[host] ? 2 * h->dcap[host] : 4096;
+        uint8_t *b = realloc(h->dbuf[host], cap);
+        if (!b) {
+            h->err = PHX_ENOMEM;
+            return;
+        }
+        h->dbuf[host] = b;
+        h->dcap[host] = cap;
+    }
+    uint8_t *p = h->dbuf[host] + h->dlen[host];
+    phx_put_le64(p, d->sender);
+    phx_put_le64(p + 8, d->receiver);
+    phx_put_le64(p + 16, d->ssn);
+    phx_put_le64(p + 24, d->rsn);
+    h->dlen[host] += 32;
+}
+
+static void hb_msg(void *arg, const phx_ml_entry_t *e)
+{
+    hb_ctx_t *h = arg;
+    mlog_t *g = h->g;
+    phx_node_t *n = g->n;
+    int host = phx_node_host_of(n, (phx_tid_t)e->dst);
+    g->resent++;
+    if (host == n->rank) {
+        phx_msg_t *m = phx_msg_alloc(e->len);
+        if (!m) {
+            h->err = PHX_ENOMEM;
+            return;
+        }
+        int spawn = !!(e->tag & ML_SPAWN_BIT);
+        m->kind = spawn ? PHX_MK_SPAWN : PHX_MK_APP;
+        m->type_id = (uint16_t)(e->tag & ~ML_SPAWN_BIT);
+        m->peer = n->rank;
+        m->hdr.type = spawn ? PHX_FT_SPAWN : PHX_FT_APP;
+        m->hdr.src = e->src;
+        m->hdr.dst = e->dst;
+        m->hdr.ssn = e->ssn;
+        m->hdr.tag = e->tag & ~ML_SPAWN_BIT;
+        m->hdr.inc = n->inc;
+        memcpy(m->data, e->payload, e->len);
+        phx_node_enqueue_local(n, m);
+        return;
+    }
+    /* Re-logged there is not needed: this log keeps it until the commit. */
+    phx_frame_hdr_t fh = { .type = (e->tag & ML_SPAWN_BIT) ? PHX_FT_SPAWN : PHX_FT_APP, .src = e->src,
+                           .dst = e->dst, .ssn = e->ssn, .tag = e->tag & ~ML_SPAWN_BIT, .inc = n->inc,
+                           .len = e->len };
+    int rc = phx_net_send(n->net, host, &fh, NULL, 0, e->payload, e->len, 0);
+    if (rc)
+        PHX_WARN("mlog", "re-send to rank %d failed: %s", host, phx_strerror(rc));
+}
+
+static void partial_handback(mlog_t *g)
+{
+    phx_node_t *n = g->n;
+    if (!g->full_rb && g->nfail == 1)
+        atomic_store(&g->phase, 1);
+    int sz = n->size;
+    hb_ctx_t h = { .g = g };
+    h.dbuf = calloc((size_t)sz, sizeof *h.dbuf);
+    h.dlen = calloc((size_t)sz, sizeof *h.dlen);
+    h.dcap = calloc((size_t)sz, sizeof *h.dcap);
+    if (!h.dbuf || !h.dlen || !h.dcap)
+        h.err = PHX_ENOMEM;
+    /* Dets first (those other nodes' trailers left here; this node's own
+     * name only its own tasks), each host's in one frame. */
+    phx_ml_restart_cb_t dcb = { &h, hb_lost, hb_det, NULL };
+    /* PHX_MLOG_TEST_NO_DETS=1 (tests only): hand back no dets, so replays
+     * take arrival order; the negative control of tests/integration. */
+    const char *nd = getenv("PHX_MLOG_TEST_NO_DETS");
+    if (!h.err && !(nd && nd[0] == '1'))
+        phx_ml_restart_dets(g->ml, &dcb);
+    for (int r = 0; r < sz && !h.err; r++)
+        if (h.dlen[r])
+            ctl(g, r, ML_RDETS, h.dbuf[r], h.dlen[r]);
+    phx_ml_restart_cb_t mcb = { &h, hb_lost, NULL, hb_msg };
+    if (!h.err)
+        phx_ml_restart_msgs(g->ml, &mcb);
+    if (h.err) {
+        PHX_ERROR("mlog", "hand-back failed (%s): ending the job", phx_strerror(h.err));
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+    }
+    for (int r = 0; r < sz; r++)
+        free(h.dbuf ? h.dbuf[r] : NULL);
+    free(h.dbuf);
+    free(h.dlen);
+    free(h.dcap);
+    phx_evlog("mlog_handback", "\"dets\":%llu,\"msgs\":%llu", (unsigned long long)g->dets_back,
+              (unsigned long long)g->resent);
+    for (int r = 0; r < sz; r++)
+        if (r != n->rank && !g->dead[r])
+            ctl(g, r, ML_RDONE, NULL, 0);
+    g->done[n->rank] = 1;
+    try_release(g);
+}
+
+static int ml_init(phx_node_t *n, void **out)
+{
+    mlog_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return PHX_ENOMEM;
+    g->n = n;
+    g->pess = is_pess(n);
+    g->dead = calloc((size_t)n->size, 1);
+    g->done = calloc((size_t)n->size, 1);
+    phx_ml_cfg_t c = { .rank = n->rank, .n = n->size, .inc = n->inc, .nq = n->nworkers, .qcap = QCAP,
+                       .pessimistic = g->pess };
+    phx_map_init(&g->rep);
+    pthread_rwlock_init(&g->rep_lock, NULL);
+    g->ml = g->dead && g->done ? phx_ml_create(&c) : NULL;
+    int rc = g->ml ? CR->init(n, &g->cr) : PHX_ENOMEM;
+    if (rc) {
+        phx_ml_destroy(g->ml);
+        phx_map_free(&g->rep);
+        free(g->dead);
+        free(g->done);
+        free(g);
+        return rc;
+    }
+    phx_cr_listen(g->cr, ml_listen, g, 1);
+    n->hook = hook;
+    n->hook_ctx = g;
+    n->admit = ml_admit;
+    n->admit_ctx = g;
+    *out = g;
+    return 0;
+}
+
+static void ml_on_start(void *st)
+{
+    CR->on_start(((mlog_t *)st)->cr);
+}
+
+static void ml_on_send(void *st, const phx_msg_t *m)
+{
+    mlog_t *g = st;
+    /* A spawn is an event too: logged like a message (its tag is the task
+     * type), marked so that a hand-back re-sends it as a spawn. */
+    uint32_t tag = m->hdr.tag | (m->kind == PHX_MK_SPAWN ? ML_SPAWN_BIT : 0);
+    int rc = phx_ml_log(g->ml, m->peer, m->hdr.src, m->hdr.dst, m->hdr.ssn, tag, m->data, m->hdr.len);
+    if (rc) {
+        PHX_ERROR("mlog", "message to rank %d cannot be logged (%s): ending the job", m->peer, phx_strerror(rc));
+        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    if (g->pess)
+        return;   /* its causes are on the next live rank already */
+    long k = trailer(g, m->peer);
+    if (k > 0) {
+        ctl(g, m->peer, ML_DETS, g->buf, (size_t)k);
+        g->trailers++;
+    }
+    else if (k < 0) {
+        PHX_ERROR("mlog", "determinants for rank %d not encoded (%s): ending the job", m->peer, phx_strerror((int)k));
+        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+    }
+}
+
+static int ml_on_deliver(void *st, int peer, const phx_frame_hdr_t *h)
+{
+    return CR->on_deliver(((mlog_t *)st)->cr, peer, h);
+}
+
+static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *p)
+{
+    mlog_t *g = st;
+    if (h->tag <= PHX_CTRL_CR_LAST) {
+        CR->on_ctrl(g->cr, peer, h, p);
+        return;
+    }
+    if (h->tag == ML_DETS) {
+        uint8_t ack[PHX_ML_ACK_MAX];
+        long k = phx_ml_pb_store(g->ml, peer, p, h->len, ack);
+        if (k > 0)
+            ctl(g, peer, ML_ACK, ack, (size_t)k);
+        else if (k < 0)
+            PHX_WARN("mlog", "bad determinant frame from rank %d: %s", peer, phx_strerror((int)k));
+    } else if (h->tag == ML_RDETS) {
+        for (uint32_t i = 0; i + 32 <= h->len; i += 32) {
+            phx_det_t d = { phx_get_le64(p + i), phx_get_le64(p + i + 8), phx_get_le64(p + i + 16),
+                            phx_get_le64(p + i + 24) };
+            install(g, &d);
+        }
+    } else if (h->tag == ML_RDONE) {
+        if (peer >= 0 && peer < g->n->size)
+            g->done[peer] = 1;
+        try_release(g);
+    } else if (h->tag == ML_ACK) {
+        if (phx_ml_on_ack(g->ml, p, h->len))
+            PHX_WARN("mlog", "bad ack from rank %d", peer);
+    } else
+        PHX_WARN("mlog", "unknown control tag %u from rank %d", h->tag, peer);
+}
+
+static void try_release_if_started(mlog_t *g)
+{
+    if (g->done[g->n->rank])
+        try_release(g);
+}
+
+static int ml_on_failure(void *st, int rank)
+{
+    mlog_t *g = st;
+    if (rank >= 0 && rank < g->n->size && !g->dead[rank]) {
+        g->dead[rank] = 1;
+        g->nfail++;
+    }
+    /* cr restores only the dead node's tasks on the job's first failure
+     * (k = 1: a later one may have taken determinants with it, so it rolls
+     * back globally). */
+    if (g->nfail > 1)
+        phx_evlog("mlog_fallback", "\"dead\":%d,\"reason\":\"second failure\"", rank);
+    /* A release waits for every live rank's hand-back: one fewer now. */
+    try_release_if_started(g);
+    int rc = CR->on_failure(g->cr, rank);
+    if (g->pess)
+        flush(g);   /* a worker may wait on a flush the dead rank never acked */
+    return rc;
+}
+
+static void ml_on_checkpoint(void *st)
+{
+    CR->on_checkpoint(((mlog_t *)st)->cr);
+}
+
+static void ml_worker_pause(void *st, phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt)
+{
+    CR->worker_pause(((mlog_t *)st)->cr, w, lh, lt);
+}
+
+static void ml_stop(void *st)
+{
+    mlog_t *g = st;
+    phx_ml_stats_t s;
+    phx_ml_stats(g->ml, &s);
+    uint64_t dups = 0;
+    for (int i = 0; i < g->n->nworkers; i++)
+        dups += PHX_CNT_GET(g->n->workers[i].n_dups);
+    phx_evlog("mlog_recovery", "\"restored\":%d,\"resent\":%llu,\"dets_back\":%llu,\"installed\":%llu,\"dups\":%llu",
+              atomic_load(&g->nrep), (unsigned long long)g->resent, (unsigned long long)g->dets_back,
+              (unsigned long long)g->installed, (unsigned long long)dups);
+    /* PHX_MLOG_DEBUG=1: messages still held when the job ends (read racily
+     * from the workers' maps: a diagnosis aid, never on by default). */
+    const char *dbg = getenv("PHX_MLOG_DEBUG");
+    for (int i = 0; dbg && dbg[0] == '1' && i < g->n->nworkers; i++) {
+        phx_worker_t *w = &g->n->workers[i];
+        for (size_t k = 0; k < w->tasks.cap; k++) {
+            if (!w->tasks.keys[k])
+                continue;
+            phx_task_t *t = (phx_task_t *)(uintptr_t)w->tasks.vals[k];
+            for (phx_msg_t *x = t->held; x; x = (phx_msg_t *)x->qn.next) {
+                uint64_t *l = phx_map_get(&t->in_ssn, x->hdr.src);
+                phx_evlog("mlog_held", "\"task\":\"%#llx\",\"rsn\":%llu,\"src\":\"%#llx\",\"ssn\":%llu,\"last\":%llu",
+                          (unsigned long long)t->id, (unsigned long long)t->rsn, (unsigned long long)x->hdr.src,
+                          (unsigned long long)x->hdr.ssn, (unsigned long long)(l ? *l : 0));
+            }
+        }
+        for (size_t k = 0; k < w->pending.cap; k++)
+            if (w->pending.keys[k])
+                phx_evlog("mlog_pending", "\"task\":\"%#llx\"", (unsigned long long)w->pending.keys[k]);
+    }
+    /* Replays still under way when the job ends (a diagnosis aid). */
+    pthread_rwlock_rdlock(&g->rep_lock);
+    for (size_t i = 0; i < g->rep.cap; i++)
+        if (g->rep.keys[i]) {
+            rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
+            pthread_mutex_lock(&r->mu);
+            if (r->mt.replaying)
+                phx_evlog("mlog_replaying", "\"task\":\"%#llx\",\"base\":%llu,\"dets\":%llu,\"released\":%d",
+                          (unsigned long long)g->rep.keys[i], (unsigned long long)r->mt.rep_base,
+                          (unsigned long long)r->mt.rep_n, r->mt.released);
+            pthread_mutex_unlock(&r->mu);
+        }
+    pthread_rwlock_unlock(&g->rep_lock);
+    /* Thesis Table 3.1's figures for this node. */
+    phx_evlog("mlog_stats",
+              "\"dets\":%llu,\"logged\":%llu,\"logged_bytes\":%llu,\"local\":%llu,\"frames_pb\":%llu,"
+              "\"dets_pb\":%llu,\"pb_bytes\":%llu,\"dets_stored\":%llu,\"ctrl_frames\":%llu,"
+              "\"piggybacked_on_app\":%llu",
+              (unsigned long long)s.dets, (unsigned long long)s.logged, (unsigned long long)s.logged_bytes,
+              (unsigned long long)s.local, (unsigned long long)s.frames_pb, (unsigned long long)s.dets_pb,
+              (unsigned long long)s.pb_bytes, (unsigned long long)s.dets_stored,
+              (unsigned long long)g->ctrl_frames, (unsigned long long)g->trailers);
+    if (getenv("PHX_STATS"))
+        fprintf(stderr, "{\"rank\":%d,\"mlog_dets\":%llu,\"mlog_logged\":%llu,\"mlog_dets_pb\":%llu,"
+                        "\"mlog_pb_bytes\":%llu}\n", g->n->rank, (unsigned long long)s.dets,
+                (unsigned long long)s.logged, (unsigned long long)s.dets_pb, (unsigned long long)s.pb_bytes);
+    for (int i = 0; i < g->n->nworkers; i++)
+        phx_detq_close(phx_ml_queue(g->ml, i));   /* workers blocked on a full queue leave */
+    CR->stop(g->cr);
+}
+
+static void ml_destroy(void *st)
+{
+    mlog_t *g = st;
+    if (g->n->hook_ctx == g) {
+        g->n->hook = NULL;
+        g->n->hook_ctx = NULL;
+    }
+    if (g->n->admit_ctx == g) {
+        g->n->admit = NULL;
+        g->n->admit_ctx = NULL;
+    }
+    for (size_t i = 0; i < g->rep.cap; i++)
+        if (g->rep.keys[i]) {
+            rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
+            phx_ml_task_free(&r->mt);
+            pthread_mutex_destroy(&r->mu);
+            free(r);
+        }
+    phx_map_free(&g->rep);
+    pthread_rwlock_destroy(&g->rep_lock);
+    free(g->done);
+    CR->destroy(g->cr);
+    phx_ml_destroy(g->ml);
+    free(g->dead);
+    free(g->buf);
+    free(g);
+}
+
+#define OPS(nm, hlp)                                                                                         \
+    {                                                                                                          \
+        .name = nm, .help = hlp, .configure = ml_configure, .init = ml_init, .on_start = ml_on_start,          \
+        .on_send = ml_on_send, .on_deliver = ml_on_deliver, .on_ctrl = ml_on_ctrl,                             \
+        .on_failure = ml_on_failure, .on_checkpoint = ml_on_checkpoint, .on_restore = ml_on_restore,           \
+        .worker_pause = ml_worker_pause,                                                                       \
+        .stop = ml_stop, .destroy = ml_destroy,                                                                \
+    }
+
+const phx_recovery_ops_t phx_recovery_mlog_causal =
+    OPS("mlog-causal", "causal message logging (SCML) over cr's checkpoints: the first failure restores only the dead node's tasks");
+const phx_recovery_ops_t phx_recovery_mlog_pessimistic =
+    OPS("mlog-pessimistic", "pessimistic message logging over cr's checkpoints: the first failure restores only the dead node's tasks");

@@ -1,0 +1,731 @@
+/* SCML (ft/mlog/scml.c) driven through whole simulated jobs: N nodes with
+ * FIFO links, tasks with per-sender SSN streams, a seeded scheduler that
+ * makes senders race, one node killed mid-run. The application is
+ * order-sensitive: each task folds every payload into a hash chain in
+ * delivery order and sends values derived from it, so a replay in another
+ * order shows as a re-sent message that differs from the original (an
+ * orphan). Scenarios: 004a §9 R1 (logs empty after a checkpoint), R2/R4/R5
+ * (one kill: only the dead node's tasks restart, survivors never roll
+ * back, replays match, duplicates dropped and counted), R6 (stale
+ * incarnation), R7 (ack/GC invariant), R11 (failure sets), 004b §7 R7
+ * (exact logging volume on a ring), and the pessimistic variant. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/common/phx_err.h"
+#include "ft/mlog/scml.h"
+
+#define MAXN 8
+#define MAXP 32
+#define NW 2          /* workers (queues) per node */
+#define TRAILER 65536
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* A frame or a local message in flight. */
+typedef struct fr {
+    struct fr *next;
+    int kind;                 /* 0 app, 1 ack, 2 det flush */
+    int from;
+    uint32_t inc;
+    uint64_t src, dst, ssn, val;
+    uint8_t *pb;
+    long pblen;
+} fr_t;
+
+typedef struct chan {
+    fr_t *head, *tail;
+    int n;
+} chan_t;
+
+typedef struct task {
+    int alive;
+    uint64_t h, steps, out_ssn[MAXP], in_ssn[MAXP];
+    int inited;
+    phx_ml_task_t ml;
+    fr_t *held;
+    uint64_t max_steps_seen; /* survivors' progress must never decrease */
+} task_t;
+
+typedef struct sim {
+    int n, p, k, fanout, pessimistic, no_dets;
+    uint64_t rng;
+    phx_ml_t *ml[MAXN];
+    int dead[MAXN];
+    int host[MAXP];           /* task -> node hosting it */
+    task_t t[MAXP], ckpt[MAXP];
+    chan_t ch[MAXN][MAXN];    /* ch[a][b]: a -> b (a == b: local) */
+    fr_t *pend[MAXN];         /* pessimistic: frames waiting for the gate */
+    uint64_t snap[MAXN][512][NW];
+    int npend[MAXN];
+    int flushing[MAXN];       /* pessimistic: a det flush awaits its ack */
+    /* first delivered value of each (src, dst, ssn): the orphan check */
+    uint64_t first[MAXP][MAXP][64];
+    uint64_t dups, orphans, sent, delivered, installed;
+    uint8_t pbuf[TRAILER], abuf[PHX_ML_ACK_MAX];
+} sim_t;
+
+static uint64_t rnd(sim_t *s) { return s->rng = mix(s->rng + 0x9e3779b97f4a7c15ULL); }
+static int home(const sim_t *s, int task) { return task * s->n / s->p; }
+static uint64_t tid(int task) { return (uint64_t)task + 1; }
+static int task_of(uint64_t id) { return (int)id - 1; }
+
+static void push(chan_t *c, fr_t *f)
+{
+    f->next = NULL;
+    if (c->tail)
+        c->tail->next = f;
+    else
+        c->head = f;
+    c->tail = f;
+    c->n++;
+}
+
+static fr_t *pop(chan_t *c)
+{
+    fr_t *f = c->head;
+    if (f && !(c->head = f->next))
+        c->tail = NULL;
+    if (f)
+        c->n--;
+    return f;
+}
+
+static void frfree(fr_t *f)
+{
+    free(f->pb);
+    free(f);
+}
+
+static fr_t *mkfr(int kind, int from, uint32_t inc)
+{
+    fr_t *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->kind = kind;
+    f->from = from;
+    f->inc = inc;
+    return f;
+}
+
+/* A node puts a frame on the wire: causal piggybacks the trailer now;
+ * pessimistic holds it until its dets are on the buddy. */
+static void wire(sim_t *s, int a, int b, fr_t *f)
+{
+    if (s->pessimistic) {
+        phx_ml_gate_snap(s->ml[a], s->snap[a][s->npend[a]]);
+        f->next = NULL;
+        fr_t **pp = &s->pend[a];
+        while (*pp)
+            pp = &(*pp)->next;
+        *pp = f;
+        f->pblen = b;  /* reuse: destination node while pending */
+        s->npend[a]++;
+        assert_true(s->npend[a] < 512);
+        return;
+    }
+    long n = phx_ml_pb_encode(s->ml[a], s->pbuf, sizeof s->pbuf);
+    assert_true(n >= 0);
+    if (n > 0) {
+        f->pb = malloc((size_t)n);
+        memcpy(f->pb, s->pbuf, (size_t)n);
+        f->pblen = n;
+    }
+    push(&s->ch[a][b], f);
+}
+
+static int buddy(const sim_t *s, int r)
+{
+    for (int k = 1; k < s->n; k++)
+        if (!s->dead[(r + k) % s->n])
+            return (r + k) % s->n;
+    return -1;
+}
+
+/* Pessimistic: release the frames whose gate opened; flush dets to the
+ * buddy for the rest. */
+static void gate(sim_t *s, int a)
+{
+    while (s->pend[a] && phx_ml_gate_open(s->ml[a], s->snap[a][0])) {
+        fr_t *f = s->pend[a];
+        s->pend[a] = f->next;
+        int b = (int)f->pblen;
+        f->pblen = 0;
+        memmove(s->snap[a][0], s->snap[a][1], sizeof s->snap[a][0] * (size_t)(s->npend[a] - 1));
+        s->npend[a]--;
+        push(&s->ch[a][b], f);
+    }
+    if (s->pend[a] && !s->flushing[a]) {
+        s->flushing[a] = 1;
+        long n = phx_ml_pb_encode(s->ml[a], s->pbuf, sizeof s->pbuf);
+        assert_true(n > 0);
+        fr_t *f = mkfr(2, a, 0);
+        f->pb = malloc((size_t)n);
+        memcpy(f->pb, s->pbuf, (size_t)n);
+        f->pblen = n;
+        push(&s->ch[a][buddy(s, a)], f);
+    }
+}
+
+static void send_app(sim_t *s, int from_task, int to_task, uint64_t val)
+{
+    task_t *t = &s->t[from_task];
+    int a = s->host[from_task], b = s->host[to_task];
+    fr_t *f = mkfr(0, a, 0);
+    f->src = tid(from_task);
+    f->dst = tid(to_task);
+    f->ssn = ++t->out_ssn[to_task];
+    f->val = val;
+    assert_true(f->ssn < 64);
+    s->sent++;
+    assert_int_equal(phx_ml_log(s->ml[a], b, f->src, f->dst, f->ssn, 0, &val, sizeof val), 0);
+    if (a == b)
+        push(&s->ch[a][a], f);
+    else
+        wire(s, a, b, f);
+}
+
+/* The application: fold the payload, then (until K steps) send onwards. */
+static void handler(sim_t *s, int i, uint64_t src, uint64_t val)
+{
+    task_t *t = &s->t[i];
+    t->h = mix(t->h ^ (src << 40) ^ val);
+    t->steps++;
+    if (t->steps > t->max_steps_seen)
+        t->max_steps_seen = t->steps;
+    if (t->steps >= (uint64_t)s->k)
+        return;
+    for (int j = 1; j <= s->fanout; j++)
+        send_app(s, i, (i + j) % s->p, t->h + (uint64_t)j);
+}
+
+static void init_task(sim_t *s, int i)
+{
+    task_t *t = &s->t[i];
+    t->inited = 1;
+    for (int j = 1; j <= s->fanout; j++)
+        send_app(s, i, (i + j) % s->p, (uint64_t)i * 1000 + (uint64_t)j);
+}
+
+/* Try to deliver f to its task; 0 if it must wait (held by the caller). */
+static int try_deliver(sim_t *s, fr_t *f)
+{
+    int i = task_of(f->dst), from = task_of(f->src);
+    task_t *t = &s->t[i];
+    if (f->ssn <= t->in_ssn[from]) {   /* duplicate: a re-sent message */
+        s->dups++;
+        if (s->first[from][i][f->ssn] != f->val)
+            s->orphans++;
+        frfree(f);
+        return 1;
+    }
+    if (f->ssn > t->in_ssn[from] + 1)
+        return 0;
+    uint64_t rsn;
+    int node = s->host[i];
+    int rc = phx_ml_admit(s->ml[node], i % NW, &t->ml, f->src, f->dst, f->ssn, &rsn);
+    assert_true(rc >= 0);
+    if (rc == PHX_ML_HOLD)
+        return 0;
+    assert_int_equal(rsn, t->ml.rsn);
+    t->in_ssn[from] = f->ssn;
+    /* A restored receiver may take another value than its first life did
+     * (a legal divergence nobody saw): only survivors' copies must match. */
+    s->first[from][i][f->ssn] = f->val;
+    s->delivered++;
+    handler(s, i, f->src, f->val);
+    frfree(f);
+    return 1;
+}
+
+static void arrive(sim_t *s, fr_t *f)
+{
+    int i = task_of(f->dst);
+    task_t *t = &s->t[i];
+    if (!try_deliver(s, f)) {
+        f->next = t->held;
+        t->held = f;
+        return;
+    }
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (fr_t **pp = &t->held; *pp;) {
+            fr_t *x = *pp;
+            *pp = x->next;
+            if (try_deliver(s, x)) {
+                progress = 1;
+                continue;
+            }
+            x->next = *pp;
+            *pp = x;
+            pp = &x->next;
+        }
+    }
+}
+
+static void on_frame(sim_t *s, int b, fr_t *f)
+{
+    int a = f->from;
+    if (phx_ml_stale(s->ml[b], a, f->inc)) {
+        frfree(f);
+        return;
+    }
+    if (f->kind == 0 && s->pessimistic)
+        assert_int_equal(f->pblen, 0);   /* no dets ride on app frames */
+    if (f->kind == 1) {
+        s->flushing[b] = 0;
+        assert_int_equal(phx_ml_on_ack(s->ml[b], f->pb, (size_t)f->pblen), 0);
+        frfree(f);
+        return;
+    }
+    if (f->pblen > 0) {
+        long n = phx_ml_pb_store(s->ml[b], a, f->pb, (size_t)f->pblen, s->abuf);
+        assert_true(n > 0);
+        fr_t *ack = mkfr(1, b, 0);
+        ack->pb = malloc((size_t)n);
+        memcpy(ack->pb, s->abuf, (size_t)n);
+        ack->pblen = n;
+        push(&s->ch[b][a], ack);
+    }
+    if (f->kind == 2) {
+        frfree(f);
+        return;
+    }
+    if (s->host[task_of(f->dst)] != b) {   /* task moved: forward */
+        free(f->pb);
+        f->pb = NULL;
+        f->pblen = 0;
+        f->from = b;
+        push(&s->ch[b][s->host[task_of(f->dst)]], f);
+        return;
+    }
+    arrive(s, f);
+}
+
+static void sim_init(sim_t *s, int n, int p, int k, int fanout, uint64_t seed, int pess)
+{
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->p = p;
+    s->k = k;
+    s->fanout = fanout;
+    s->rng = seed;
+    s->pessimistic = pess;
+    for (int r = 0; r < n; r++) {
+        phx_ml_cfg_t c = { .rank = r, .n = n, .inc = 1, .nq = NW, .qcap = 1024, .pessimistic = pess };
+        s->ml[r] = phx_ml_create(&c);
+        assert_non_null(s->ml[r]);
+    }
+    for (int i = 0; i < p; i++) {
+        s->host[i] = home(s, i);
+        s->t[i].h = mix((uint64_t)i);
+        s->ckpt[i] = s->t[i];   /* the epoch taken at the job's start */
+    }
+    for (int i = 0; i < p; i++)
+        init_task(s, i);
+}
+
+/* One scheduler step: a random non-empty channel delivers its head.
+ * Returns 0 when nothing is left to do. */
+static int step(sim_t *s)
+{
+    int cand[MAXN * MAXN], nc = 0;
+    for (int a = 0; a < s->n; a++) {
+        if (s->pessimistic && !s->dead[a])
+            gate(s, a);
+        for (int b = 0; b < s->n; b++)
+            if (s->ch[a][b].head)
+                cand[nc++] = a * MAXN + b;
+    }
+    if (!nc)
+        return 0;
+    int c = cand[rnd(s) % (uint64_t)nc], a = c / MAXN, b = c % MAXN;
+    fr_t *f = pop(&s->ch[a][b]);
+    if (a == b)
+        arrive(s, f);
+    else
+        on_frame(s, b, f);
+    return 1;
+}
+
+static int lost_cb(void *arg, uint64_t id)
+{
+    sim_t *s = arg;
+    return s->dead[home(s, task_of(id))];
+}
+
+static int g_to;   /* the survivor running restart */
+static void det_cb(void *arg, const phx_det_t *d)
+{
+    sim_t *s = arg;
+    if (!s->no_dets) {
+        assert_int_equal(phx_ml_task_install(&s->t[task_of(d->receiver)].ml, d), 0);
+        s->installed++;
+    }
+}
+
+static void msg_cb(void *arg, const phx_ml_entry_t *e)
+{
+    sim_t *s = arg;
+    fr_t *f = mkfr(0, g_to, 0);
+    f->src = e->src;
+    f->dst = e->dst;
+    f->ssn = e->ssn;
+    memcpy(&f->val, e->payload, sizeof f->val);
+    int b = s->host[task_of(e->dst)];
+    push(&s->ch[g_to][b], f);   /* ahead of anything sent later on that link */
+}
+
+/* Kill node v: its channels and queue are gone; its tasks restart from the
+ * checkpoint on survivors (round robin from its buddy); survivors hand
+ * back dets and re-send their logs; then the tasks are released. */
+static void kill_node(sim_t *s, int v)
+{
+    s->dead[v] = 1;
+    for (int x = 0; x < s->n; x++) {
+        while (s->ch[v][x].head)
+            frfree(pop(&s->ch[v][x]));
+        while (s->ch[x][v].head)
+            frfree(pop(&s->ch[x][v]));
+    }
+    while (s->pend[v]) {
+        fr_t *f = s->pend[v];
+        s->pend[v] = f->next;
+        frfree(f);
+    }
+    s->npend[v] = 0;
+    memset(s->flushing, 0, sizeof s->flushing);   /* a flush to v is gone */
+    int next = buddy(s, v);
+    for (int i = 0; i < s->p; i++) {
+        if (home(s, i) != v)
+            continue;
+        while (s->t[i].held) {
+            fr_t *f = s->t[i].held;
+            s->t[i].held = f->next;
+            frfree(f);
+        }
+        phx_ml_task_free(&s->t[i].ml);
+        s->t[i] = s->ckpt[i];
+        phx_ml_task_restore(&s->t[i].ml, s->ckpt[i].ml.rsn);
+        s->host[i] = next;
+        do
+            next = (next + 1) % s->n;
+        while (s->dead[next]);
+    }
+    for (int r = 0; r < s->n; r++) {
+        if (s->dead[r])
+            continue;
+        phx_ml_set_inc(s->ml[r], v, 2);
+        g_to = r;
+        phx_ml_restart_cb_t cb = { s, lost_cb, det_cb, msg_cb };
+        assert_true(phx_ml_restart(s->ml[r], &cb) >= 0);
+    }
+    for (int i = 0; i < s->p; i++)
+        if (home(s, i) == v) {
+            assert_int_equal(phx_ml_task_release(&s->t[i].ml), 0);
+            init_task(s, i);   /* re-execution starts with init, as the original did */
+        }
+}
+
+static void sim_free(sim_t *s)
+{
+    for (int r = 0; r < s->n; r++)
+        phx_ml_destroy(s->ml[r]);
+    for (int i = 0; i < s->p; i++)
+        phx_ml_task_free(&s->t[i].ml);
+}
+
+static void check_complete(sim_t *s)
+{
+    for (int i = 0; i < s->p; i++) {
+        assert_true(s->t[i].steps >= (uint64_t)s->k);
+        assert_null(s->t[i].held);
+        for (int j = 0; j < s->p; j++)
+            assert_int_equal(s->t[i].out_ssn[j], s->t[j].in_ssn[i]);   /* each exactly once */
+    }
+}
+
+/* ---- scenarios ------------------------------------------------------------ */
+
+/* 004b R7: ring of P tasks on N contiguous nodes, K iterations. */
+static void test_ring_volume(void **st)
+{
+    (void)st;
+    static sim_t s;
+    const int N = 4, P = 16, K = 10;
+    sim_init(&s, N, P, K, 1, 1, 0);
+    while (step(&s))
+        ;
+    check_complete(&s);
+    uint64_t logged = 0, local = 0, dets = 0, frames_pb = 0;
+    for (int r = 0; r < N; r++) {
+        phx_ml_stats_t x;
+        phx_ml_stats(s.ml[r], &x);
+        logged += x.logged;
+        local += x.local;
+        dets += x.dets;
+        frames_pb += x.frames_pb;
+    }
+    assert_int_equal(logged, N * K);
+    assert_int_equal(local, (P - N) * K);
+    assert_int_equal(dets, P * K);
+    assert_true(frames_pb <= logged);   /* dets ride only on inter-node frames */
+    assert_true(frames_pb > 0);
+    sim_free(&s);
+}
+
+/* 004a R1 + R7: logs fill during a period, ack keeps the queues short,
+ * a checkpoint empties msgLog and detLog. */
+static void test_logs_emptied_by_checkpoint(void **st)
+{
+    (void)st;
+    static sim_t s;
+    sim_init(&s, 4, 16, 12, 2, 7, 0);
+    while (step(&s))
+        ;
+    check_complete(&s);
+    for (int r = 0; r < 4; r++) {
+        phx_ml_stats_t x;
+        phx_ml_stats(s.ml[r], &x);
+        assert_true(x.log_len > 0);
+        assert_true(x.detlog_len > 0);
+        assert_true(x.dets_pb >= x.frames_pb);
+        phx_ml_checkpoint(s.ml[r]);
+        phx_ml_stats(s.ml[r], &x);
+        assert_int_equal(x.log_len, 0);
+        assert_int_equal(x.detlog_len, 0);
+        assert_int_equal(phx_ml_pb_size(s.ml[r]), 6);   /* nothing to carry */
+    }
+    sim_free(&s);
+}
+
+/* 004a R2/R4/R5 (004b R11/R12): kill one node mid-run, many seeds. */
+static uint64_t g_installed;
+static void run_kill(int pess, int no_dets, uint64_t seed, uint64_t *orphans, uint64_t *dups)
+{
+    static sim_t s;
+    const int N = 4, P = 16;
+    sim_init(&s, N, P, 24, 2, seed, pess);
+    s.no_dets = no_dets;
+    int v = (int)(mix(seed) % N);
+    uint64_t at = 200 + mix(seed + 1) % 400, steps = 0;
+    uint64_t before[MAXP];
+    while (step(&s))
+        if (++steps == at) {
+            for (int i = 0; i < P; i++)
+                before[i] = s.t[i].steps;
+            kill_node(&s, v);
+            break;
+        }
+    assert_int_equal(steps, at);   /* the kill landed inside the work */
+    while (step(&s)) {
+        for (int i = 0; i < P; i++)
+            if (home(&s, i) != v)   /* survivors never roll back */
+                assert_true(s.t[i].steps >= before[i]);
+    }
+    if (!no_dets) {
+        check_complete(&s);
+        assert_int_equal(s.orphans, 0);
+        assert_true(s.dups > 0);
+    }
+    *orphans += s.orphans;
+    *dups += s.dups;
+    g_installed += s.installed;
+    sim_free(&s);
+}
+
+static void test_kill_one_causal(void **st)
+{
+    (void)st;
+    uint64_t o = 0, d = 0;
+    g_installed = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++)
+        run_kill(0, 0, seed, &o, &d);
+    assert_int_equal(o, 0);
+    assert_true(g_installed > 40);   /* the replays followed survivors' dets */
+}
+
+static void test_kill_one_pessimistic(void **st)
+{
+    (void)st;
+    uint64_t o = 0, d = 0;
+    g_installed = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++)
+        run_kill(1, 0, seed, &o, &d);
+    assert_int_equal(o, 0);
+    assert_true(g_installed > 40);
+}
+
+/* The negative control (004a R4): without the survivors' determinants the
+ * replay takes other orders and survivors see re-sent messages that
+ * differ from what they already used: the checks above can fail. */
+static void test_kill_without_dets_diverges(void **st)
+{
+    (void)st;
+    uint64_t o = 0, d = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++)
+        run_kill(0, 1, seed, &o, &d);
+    assert_true(o > 0);
+}
+
+/* Pessimistic: app frames carry no dets; the buddy holds them all. */
+static void test_pessimistic_no_piggyback(void **st)
+{
+    (void)st;
+    static sim_t s;
+    sim_init(&s, 4, 16, 10, 2, 3, 1);
+    while (step(&s))
+        ;
+    check_complete(&s);
+    uint64_t dets = 0, stored = 0;
+    for (int r = 0; r < 4; r++) {
+        phx_ml_stats_t x;
+        phx_ml_stats(s.ml[r], &x);
+        dets += x.dets;
+        stored += x.dets_stored;
+    }
+    /* Each det stored at most once, on the buddy (those of the last
+     * deliveries, which sent nothing, never needed to leave). */
+    assert_true(stored > dets / 2 && stored <= dets);
+    sim_free(&s);
+}
+
+/* 004a R6: frames of the old incarnation are dropped after the notice,
+ * accepted before it. */
+static void test_stale_incarnation(void **st)
+{
+    (void)st;
+    phx_ml_cfg_t c = { .rank = 0, .n = 3, .inc = 1, .nq = 1, .qcap = 16 };
+    phx_ml_t *ml = phx_ml_create(&c);
+    assert_int_equal(phx_ml_stale(ml, 2, 1), 0);
+    phx_ml_set_inc(ml, 2, 2);
+    assert_int_equal(phx_ml_stale(ml, 2, 1), 1);
+    assert_int_equal(phx_ml_stale(ml, 2, 2), 0);
+    phx_ml_set_inc(ml, 2, 1);   /* never backwards */
+    assert_int_equal(phx_ml_stale(ml, 2, 1), 1);
+    phx_ml_stats_t x;
+    phx_ml_stats(ml, &x);
+    assert_int_equal(x.stale, 2);
+    phx_ml_destroy(ml);
+}
+
+/* Trailers: re-piggybacked dets are stored once; a gap is refused; acks
+ * of another incarnation do not move the queue. */
+static void test_trailer_store_ack(void **st)
+{
+    (void)st;
+    phx_ml_cfg_t ca = { .rank = 0, .n = 2, .inc = 5, .nq = 2, .qcap = 16 };
+    phx_ml_cfg_t cb = { .rank = 1, .n = 2, .inc = 1, .nq = 2, .qcap = 16 };
+    phx_ml_t *a = phx_ml_create(&ca), *b = phx_ml_create(&cb);
+    phx_ml_task_t t = { 0 };
+    uint64_t rsn;
+    for (uint64_t k = 1; k <= 3; k++)
+        assert_int_equal(phx_ml_admit(a, 1, &t, 9, 10, k, &rsn), PHX_ML_DELIVER);
+    uint8_t pb[4096], ack[PHX_ML_ACK_MAX];
+    long n = phx_ml_pb_encode(a, pb, sizeof pb);
+    assert_int_equal(n, 6 + 14 + 3 * 32);
+    assert_true(phx_ml_pb_store(b, 0, pb, (size_t)n, ack) > 0);
+    long m = phx_ml_pb_store(b, 0, pb, (size_t)n, ack);   /* the same again */
+    phx_ml_stats_t x;
+    phx_ml_stats(b, &x);
+    assert_int_equal(x.detlog_len, 3);
+    assert_int_equal(phx_ml_pb_encode(a, pb, 10), PHX_ENOSPC);
+    uint8_t bad[64];
+    memcpy(bad, ack, (size_t)m);
+    bad[0] ^= 1;   /* another incarnation */
+    assert_int_equal(phx_ml_on_ack(a, bad, (size_t)m), 0);
+    uint64_t f, e;
+    assert_int_equal(phx_detq_piggyback(phx_ml_queue(a, 1), &f, &e), 3);
+    assert_int_equal(phx_ml_on_ack(a, ack, (size_t)m), 0);
+    assert_int_equal(phx_detq_piggyback(phx_ml_queue(a, 1), &f, &e), 0);
+    assert_int_equal(phx_ml_pb_encode(a, pb, sizeof pb), 0);
+    assert_int_equal(phx_ml_pb_store(b, 0, pb, 3, ack), PHX_EPROTO);   /* truncated */
+    /* Per-link suffixes: a peer gets each det once, the next only new ones. */
+    assert_int_equal(phx_ml_admit(a, 0, &t, 9, 10, 4, &rsn), PHX_ML_DELIVER);
+    assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, 30), PHX_ENOSPC);   /* records nothing as sent */
+    assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, sizeof pb), 6 + 14 + 32);
+    assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, sizeof pb), 0);
+    assert_int_equal(phx_ml_admit(a, 0, &t, 9, 10, 5, &rsn), PHX_ML_DELIVER);
+    n = phx_ml_pb_encode_to(a, 1, pb, sizeof pb);
+    assert_int_equal(n, 6 + 14 + 32);
+    assert_true(phx_ml_pb_store(b, 0, pb, (size_t)n, ack) > 0);
+    phx_ml_stats(b, &x);
+    assert_int_equal(x.detlog_len, 4);   /* the first suffix was encoded but not handed to b */
+    assert_int_equal(phx_ml_pb_store(b, 1, pb, (size_t)n, ack), PHX_EPROTO);   /* from itself */
+    phx_ml_destroy(a);
+    phx_ml_destroy(b);
+}
+
+/* Replay: installed dets fix the order; fresh rsns wait for the release;
+ * a gap in the dets is reported at release. */
+static void test_replay_order(void **st)
+{
+    (void)st;
+    phx_ml_cfg_t c = { .rank = 0, .n = 2, .inc = 1, .nq = 1, .qcap = 16 };
+    phx_ml_t *ml = phx_ml_create(&c);
+    phx_ml_task_t t = { 0 };
+    phx_ml_task_restore(&t, 4);
+    phx_det_t d6 = { 7, 1, 1, 6 }, d5 = { 8, 1, 3, 5 };
+    assert_int_equal(phx_ml_task_install(&t, &d6), 0);
+    assert_int_equal(phx_ml_task_install(&t, &d5), 0);
+    assert_int_equal(phx_ml_task_install(&t, &d5), 0);   /* repeats are fine */
+    uint64_t rsn;
+    assert_int_equal(phx_ml_admit(ml, 0, &t, 7, 1, 1, &rsn), PHX_ML_HOLD);   /* rsn 6 before 5 */
+    assert_int_equal(phx_ml_admit(ml, 0, &t, 8, 1, 3, &rsn), PHX_ML_DELIVER);
+    assert_int_equal(rsn, 5);
+    assert_int_equal(phx_ml_admit(ml, 0, &t, 7, 1, 1, &rsn), PHX_ML_DELIVER);
+    assert_int_equal(rsn, 6);
+    assert_int_equal(phx_ml_admit(ml, 0, &t, 9, 1, 1, &rsn), PHX_ML_HOLD);   /* not released */
+    assert_int_equal(phx_ml_task_release(&t), 0);
+    assert_int_equal(phx_ml_admit(ml, 0, &t, 9, 1, 1, &rsn), PHX_ML_DELIVER);
+    assert_int_equal(rsn, 7);
+    phx_ml_stats_t x;
+    phx_ml_stats(ml, &x);
+    assert_int_equal(x.dets, 1);   /* only the fresh delivery made one */
+    phx_ml_task_t g = { 0 };
+    phx_ml_task_restore(&g, 0);
+    phx_det_t d2 = { 7, 1, 2, 2 };
+    assert_int_equal(phx_ml_task_install(&g, &d2), 0);
+    assert_int_equal(phx_ml_task_release(&g), PHX_ERANGE);   /* rsn 1 lost */
+    phx_ml_task_free(&t);
+    phx_ml_task_free(&g);
+    phx_ml_destroy(ml);
+}
+
+/* 004a R11 / 004b R16: failure sets. */
+static void test_decide(void **st)
+{
+    (void)st;
+    assert_int_equal(phx_ml_decide(1, 0), PHX_ML_RECOVER);
+    assert_int_equal(phx_ml_decide(2, 0), PHX_ML_ROLLBACK);
+    assert_int_equal(phx_ml_decide(2, 1), PHX_ML_ABORT);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stale_incarnation),
+        cmocka_unit_test(test_trailer_store_ack),
+        cmocka_unit_test(test_replay_order),
+        cmocka_unit_test(test_decide),
+        cmocka_unit_test(test_ring_volume),
+        cmocka_unit_test(test_logs_emptied_by_checkpoint),
+        cmocka_unit_test(test_pessimistic_no_piggyback),
+        cmocka_unit_test(test_kill_one_causal),
+        cmocka_unit_test(test_kill_one_pessimistic),
+        cmocka_unit_test(test_kill_without_dets_diverges),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
