@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "core/eventlog.h"
+#include "core/metrics.h"
 #include "core/node.h"
 #include "core/recovery.h"
 #include "ft/mlog/scml.h"
@@ -65,7 +66,17 @@ typedef struct mlog {
     uint8_t *done;              /* ranks whose hand-back arrived (RDONE) */
     int released;
     uint64_t resent, dets_back, installed;
+    uint64_t log_bytes;         /* payload bytes in the sender log now */
 } mlog_t;
+
+/* The /metrics gauges of the logs' current sizes (comm thread). */
+static void log_gauges(mlog_t *g)
+{
+    phx_ml_stats_t s;
+    phx_ml_stats(g->ml, &s);
+    phx_metrics_set(PHX_M_LOG_BYTES, g->log_bytes);
+    phx_metrics_set(PHX_M_LOG_ENTRIES, s.log_len + s.detlog_len);
+}
 
 /* Replay state of a task restored here (a worker reads it, the comm thread
  * installs dets and releases: the mutex orders them). */
@@ -220,6 +231,8 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
     /* A commit makes every logged message and det useless (Alg. 4); a
      * rollback undoes what they describe. Workers are paused either way. */
     phx_ml_checkpoint(g->ml);
+    g->log_bytes = 0;
+    log_gauges(g);
     phx_evlog(what == PHX_CR_COMMIT ? "mlog_gc" : "mlog_reset", "\"epoch\":%llu,\"log_len\":%llu,\"detlog_len\":%llu",
               (unsigned long long)epoch, (unsigned long long)s.log_len, (unsigned long long)s.detlog_len);
 }
@@ -567,6 +580,8 @@ static void ml_on_send(void *st, const phx_msg_t *m)
         phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
         return;
     }
+    g->log_bytes += m->hdr.len;
+    log_gauges(g);
     if (g->pess)
         return;   /* its causes are on the next live rank already */
     long k = trailer(g, m->peer);

@@ -94,4 +94,17 @@ gate_open "$G"
 wait $JP; RC=$?
 check "job ends with 0 and the right result" \
     eval '[ $RC = 0 ] && grep -q "steps: 3 of 4 nodes finished 20 steps, 1 failed" "$TMP/out"'
+
+# Message logging feeds the log-size gauges: a jacobi job under mlog-causal
+# with no checkpoint after the first (-c beyond its iterations), so the
+# sender logs only grow; scraped once iteration 50 is logged, then stopped.
+LP=$((MP + 10))
+PHX_FT=1 PHX_RECOVERY=mlog-causal PHX_METRICS_PORT=$LP PHX_EVENTLOG="$TMP/ml.%r.jsonl" \
+    "$PHX" run -n 2 --pidfile "$TMP/mlpids" "$BIN/jacobi" -N 64 -V 4 -i 100000000 -c 100000000 \
+    >"$TMP/ml.out" 2>"$TMP/ml.err" &
+MLJ=$!; PIDS="$PIDS $MLJ"
+wait_event "$TMP/ml.0.jsonl" '"ev":"jacobi_iter","iter":50[,}]' $D >/dev/null
+check "mlog-causal: phx_message_log_bytes and _entries above 0" eval \
+    'curl -sf http://127.0.0.1:$LP/metrics | awk '"'"'/^phx_message_log_(bytes|entries) / && $2 > 0 { n++ } END { exit n != 2 }'"'"''
+kill -TERM "$MLJ" 2>/dev/null
 finish
