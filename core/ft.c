@@ -30,6 +30,7 @@ struct death {
     uint32_t inc;
     uint64_t when_ns;
     int ended;      /* its process is known to be over (a newer one called) */
+    uint64_t decl_ns;   /* when the detector declared it here */
 };
 
 struct phx_ft {
@@ -95,7 +96,7 @@ static void hb_on_dead(void *ctx, int rank, uint64_t when)
     if (ft->nep < ft->n->size)
         ft->ep[ft->nep++] = rank;
     if (ft->qtail < ft->n->size)
-        ft->q[ft->qtail++] = (struct death){ rank, phx_ft_hb_incarnation(ft->hb, rank), when, 0 };
+        ft->q[ft->qtail++] = (struct death){ rank, phx_ft_hb_incarnation(ft->hb, rank), when, 0, now };
     else
         PHX_ERROR("ft", "failure notice queue full: rank %d's death not delivered", rank);
 }
@@ -243,6 +244,10 @@ static void flush(phx_ft_t *ft)
             continue;
         }
         ft->last_notice_ns = now_ns();
+        /* "notice" was the detector's decision; "failure" is the runtime
+         * acting on it (recovery, detectors, phx_on_failure callbacks). */
+        phx_evlog("failure", "\"dead\":%d,\"held_ms\":%llu", d.rank,
+                  (unsigned long long)((now_ns() - d.decl_ns) / 1000000));
         phx_node_notify_dead(n, d.rank, d.inc, d.when_ns);   /* no-op once stopping */
     }
     if (!ft->fenced_done)

@@ -149,8 +149,9 @@ lose() {
     # The launcher sees rank 2's ssh end (at once, or after ServerAlive).
     wait_for $JOB_S grep -q "rank 2 .*connection lost\|rank 2 .*killed by signal" "$TMP/$name.err" ||
         fail "$name: the launcher sees rank 2 lost"
-    # Rank 0 must know of the loss before it ends the job.
-    wait_event "$TMP/ev.0.jsonl" '"notice"' $((JOB_S * 1000)) >/dev/null ||
+    # Rank 0 must have acted on the loss before it ends the job (a loss
+    # known by silence only is acted on 3 delta later: partition fencing).
+    wait_event "$TMP/ev.0.jsonl" '"ev":"failure"' $((JOB_S * 1000)) >/dev/null ||
         fail "$name: rank 0 learns of the loss"
     gate_open "$GATE"
     wait "$L"; rc=$?
