@@ -261,7 +261,8 @@ static void test_newcomer_releases_hold(void **s)
  * been declared, within the last 2 delta) reads "every live peer dropped
  * its connection" as being declared; hearing nothing is never evidence.
  * Every peer state, n = 2..8: dead (in D), dropped (closed, reported),
- * disconnected (closed, not yet reported), connected. */
+ * disconnected (closed, not yet reported), reported dropped but connected
+ * again with no frame heard since, connected. */
 static void test_isolation_exhaustive(void **s)
 {
     (void)s;
@@ -270,7 +271,7 @@ static void test_isolation_exhaustive(void **s)
     for (int n = 2; n <= 8; n++) {
         int me = n / 2, pw = 1;
         for (int i = 0; i < n - 1; i++)
-            pw *= 4;
+            pw *= 5;
         for (int code = 0; code < pw; code++) {
             for (int doubt = 0; doubt <= 1; doubt++) {
                 phx_ft_fence_t *f = mk(w, n, me);
@@ -279,8 +280,8 @@ static void test_isolation_exhaustive(void **s)
                 for (int r = 0; r < n; r++) {
                     if (r == me)
                         continue;
-                    int st = c % 4;
-                    c /= 4;
+                    int st = c % 5;
+                    c /= 5;
                     if (st == 0) {   /* dead, declared long ago (its host answered) */
                         w->reached[r] = 1;
                         w->connected[r] = 0;
@@ -293,6 +294,8 @@ static void test_isolation_exhaustive(void **s)
                         w->connected[r] = 0;
                     } else if (st == 2) {
                         w->connected[r] = 0;
+                    } else if (st == 3) {
+                        phx_ft_fence_on_conn_closed(f, r);
                     } else {
                         up++;
                     }
@@ -427,9 +430,13 @@ static void test_new_view(void **s)
     assert_false(phx_ft_fence_is_dead(f, 0));
     assert_false(phx_ft_fence_is_dead(f, 1));
     assert_true(phx_ft_fence_is_dead(f, 2));
-    /* 3's mark is gone, but it is disconnected and 1 is up: no isolation */
-    assert_int_equal(phx_ft_fence_verdict(f, T0 + 10 * D, 1), PHX_FT_FENCE_GO_ON);
+    /* 3 is connected again and its mark is gone: with 1 (rejoined) not
+     * connected, 3 alone keeps us from isolation. */
+    w->connected[3] = 1;
     w->connected[1] = 0;
+    w->reached[1] = 0;
+    assert_int_equal(phx_ft_fence_verdict(f, T0 + 10 * D, 1), PHX_FT_FENCE_GO_ON);
+    w->connected[3] = 0;
     assert_int_equal(phx_ft_fence_verdict(f, T0 + 10 * D, 1), PHX_FT_FENCE_ISOLATED);
     phx_ft_fence_destroy(f);
     free(w);
