@@ -419,7 +419,7 @@ void phx_ft_on_peer_down(phx_node_t *n, int peer)
      * reporting its loss, so the hint comes after the last heartbeat. */
     /* A refused redial means the peer's process is gone, unless this node
      * itself has just been stalled: then the others may have declared us
-     * and left, and isolation fencing (check_isolation) must decide, not a
+     * and left, and isolation fencing (ft/fence) must decide, not a
      * fast suspicion of peers that are merely done with us. */
     uint64_t now = now_ns();
     int gone = !phx_ft_hb_in_doubt(ft->hb, now) && phx_net_peer_gone(n->net, peer);
