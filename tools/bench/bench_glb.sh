@@ -12,7 +12,7 @@ set -u
 B=${1:-build}/bin
 REPS=${2:-3}
 P=${3:-2}
-UTS_TREE=${UTS_TREE:-"-t 1 -a 3 -d 11 -b 4 -r 19"}    # 16,526,523 nodes, ~6 s sequential
+UTS_TREE=${UTS_TREE:-"-t 1 -a 3 -d 12 -b 4 -r 19"}    # 66,106,929 nodes, ~8 s sequential
 BC_GRAPH=${BC_GRAPH:-"-n 12 -s 2"}    # 4096 vertices, about 1 s sequential
 CORES=$(nproc)
 PC=$(( P < CORES ? P : CORES ))
