@@ -1,6 +1,9 @@
 #include "transport.h"
 
 #include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1207,6 +1210,31 @@ static int resolve(const char *host, int port, struct sockaddr_storage *out)
     return 0;
 }
 
+/* The launcher's socket, already bound to our port (and listening): it
+ * must be a TCP socket on exactly that port, or peers would dial in vain.
+ * The listener owns it from here on, also on failure. 1 if it is not
+ * such a socket, else uv_tcp_open's code. */
+static int adopt_listener(phx_net_t *n, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int type = 0;
+    socklen_t tl = sizeof type;
+    const struct sockaddr_in *want = (const struct sockaddr_in *)&n->peers[n->rank].addr;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM ||
+        (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+        (ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                 : ((struct sockaddr_in6 *)&ss)->sin6_port) != want->sin_port) {
+        close(fd);
+        return 1;
+    }
+    int rc = uv_tcp_open(&n->listener, fd);
+    if (rc)
+        close(fd);
+    return rc;
+}
+
 int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secret,
                   size_t secret_len, uint32_t inc, const phx_net_cb_t *cb, phx_net_t **out)
 {
@@ -1291,17 +1319,21 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
     *out = n;
 
     if (n->size == 1) {
+        if (cfg->listen_fd >= 0)
+            close(cfg->listen_fd);   /* nobody will call */
         n->all_up = 1;
         if (cb->on_all_up)
             cb->on_all_up(cb->ctx);
         return 0;
     }
-    int rc = uv_tcp_bind(&n->listener, (struct sockaddr *)&n->peers[n->rank].addr, 0);
+    int rc = cfg->listen_fd >= 0 ? adopt_listener(n, cfg->listen_fd)
+                                 : uv_tcp_bind(&n->listener, (struct sockaddr *)&n->peers[n->rank].addr, 0);
     if (!rc)
         rc = uv_listen((uv_stream_t *)&n->listener, 1024, on_accept);
     if (rc) {
-        PHX_ERROR("net", "cannot listen on %s:%d: %s", cfg->peers[n->rank].host,
-                  cfg->peers[n->rank].port, uv_strerror(rc));
+        PHX_ERROR("net", "cannot listen on %s:%d%s: %s", cfg->peers[n->rank].host, cfg->peers[n->rank].port,
+                  cfg->listen_fd >= 0 ? " (socket PHX_LISTEN_FD from the launcher)" : "",
+                  rc == 1 ? "not a TCP socket bound to that port" : uv_strerror(rc));
         return PHX_EIO;
     }
     uv_timer_start(&n->deadline, on_deadline, (uint64_t)cfg->startup_timeout_ms, 0);
