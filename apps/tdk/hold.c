@@ -143,6 +143,7 @@ static void gate_held(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size
         return;
     if (atomic_load(&gate_open)) {   /* held just before the gate opened */
         tdk_send(c, hm.dst, hm.tag, b, hm.len);
+        tdk_task_end(NULL, NULL);
         return;
     }
     held_t *h = held_new(hm.dst, hm.tag, b, hm.len);
