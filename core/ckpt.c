@@ -1913,13 +1913,16 @@ static int cr_configure(phx_node_t *n)
      * quiescence on its own consistent cut instead (ft/ckpt/quiet.h):
      * td=cut, also what the ft default (rellazy) becomes; td=none leaves
      * the end to phx_exit, with no probes at all. */
-    if (strcmp(n->cfg.td, "none") && strcmp(n->cfg.td, "rellazy") && strcmp(n->cfg.td, "cut")) {
-        fprintf(stderr, "phalanx: recovery=%s detects termination on its checkpoints (td=cut) or not at "
-                        "all (td=none); td=%s is not supported with it\n", n->cfg.recovery, n->cfg.td);
+    /* Message logging keeps messages to replay outside the queues a cut
+     * counts: not yet (its jobs end by phx_exit). */
+    int cut_ok = !strcmp(n->cfg.recovery, "cr");
+    if (strcmp(n->cfg.td, "none") && strcmp(n->cfg.td, "rellazy") && (strcmp(n->cfg.td, "cut") || !cut_ok)) {
+        fprintf(stderr, "phalanx: recovery=%s detects termination %s; td=%s is not supported with it\n",
+                n->cfg.recovery, cut_ok ? "on its checkpoints (td=cut) or not at all (td=none)"
+                                        : "not at all (td=none): its jobs end by phx_exit", n->cfg.td);
         return PHX_EINVAL;
     }
-    if (strcmp(n->cfg.td, "none"))
-        strcpy(n->cfg.td, "cut");
+    strcpy(n->cfg.td, cut_ok && strcmp(n->cfg.td, "none") ? "cut" : "none");
     return 0;
 }
 

@@ -7,6 +7,9 @@
 # Kills land by construction: the test waits for a jacobi_iter line in the
 # JSON event log before SIGKILL, or the node kills itself at a protocol
 # point (PHX_CKPT_DIE=RANK:EPOCH:stored|rollback).
+# Then fib (by phx_exit and by quiescence) and tdk (by quiescence: td=cut,
+# decided on a checkpoint's cut), each killed inside the work and compared
+# with the fault-free answer.
 # Usage: test_ckpt.sh BINDIR
 set -u
 BIN=$1
@@ -165,8 +168,7 @@ check "another program's checkpoint: says foreign" grep -q "foreign" "$DIR/err"
 # Automatic checkpoints every second (epoch 1 is taken at job start); rank 3
 # kills itself while storing epoch 2, about a second into a run of several
 # (longer under load, while the timer is not), so the job cannot end without
-# recovering: rollback to epoch 1. fib ends by phx_exit (--exit): cr runs
-# without a termination detector.
+# recovering: rollback to epoch 1. fib ends by phx_exit (--exit).
 DIR=$TMP/fib
 mkdir -p "$DIR"
 PHX_CKPT_DIE=3:2:stored timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" "$BIN/fib" 28 --exit \
@@ -176,6 +178,19 @@ RC=$?
 check "fib under cr, rank 3 killed: exit 0 (got $RC)" [ "$RC" = 0 ]
 check "fib under cr: fault-free answer" grep -q "fib(28) = 317811 .* OK" "$DIR/out"
 check "fib under cr: recovered" logged '"ev":"recovery_done"'
+# The same without --exit: fib ends by quiescence (td=cut), which is only
+# ever declared at a committed cut; epoch 2 never commits with rank 3, so
+# the job cannot end without recovering. A line printed before the kill is
+# printed again after the rollback: the last one is the answer.
+DIR=$TMP/fib-q
+mkdir -p "$DIR"
+PHX_CKPT_DIE=3:2:stored timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" "$BIN/fib" 24 \
+    --phx-ft=1 --phx-recovery=cr --phx-eventlog="$DIR/ev.%r.jsonl" >"$DIR/out" 2>"$DIR/err"
+RC=$?
+check "fib by quiescence under cr, rank 3 killed at epoch 2: exit 0 (got $RC)" [ "$RC" = 0 ]
+check "fib by quiescence: fault-free answer" sh -c "grep 'fib(24)' '$DIR/out' | tail -1 | grep -q 'fib(24) = 46368 .* OK'"
+check "fib by quiescence: recovered, then ended at a cut" \
+    sh -c "grep -qs '\"ev\":\"recovery_done\"' '$DIR'/ev.*.jsonl && grep -qs '\"td\":\"cut\"' '$DIR'/ev.*.jsonl"
 
 # ---- tdk (ends by quiescence) under cr ------------------------------------------
 # No task calls phx_exit: the job ends when a checkpoint's cut finds no

@@ -210,6 +210,9 @@ printf '| scale estimate at 10 s: CPU per checkpoint %.3f s, pause %.1f ms | | C
     "$cpu_ck" "$pause_ms" \
     "$(awk -v c="$cpu_ck" '{ print c / 10 / ($2 / $1) * 100 }' "$T/ov" | median)" \
     "$(awk -v p="$pause_ms" 'BEGIN { print p / 10000 * 100 }')"
+c10=$(awk '{print $8}' "$T/ov" | median)
+awk -v c="$c10" 'BEGIN { exit !(c < 3) }' &&
+    echo "WARNING: the cr 10 s runs made $c10 periodic checkpoints (median), fewer than 3: the runs were shorter than sized (RUN3, load); the scale estimate is the figure to use"
 printf 'rounds (none | cr 10 s | cr 1 s: wall s, CPU s, checkpoints, commit ms, rc):\n'
 sed 's/^/  /' "$T/ov"
 fi
