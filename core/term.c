@@ -99,12 +99,13 @@ int phx_term_create(phx_node_t *n)
 {
     phx_map_init(&n->td_held);
     n->td_self_tail = &n->td_self;
-    if (strcmp(n->cfg.td, "none") == 0)
+    /* cut: recovery=cr decides on its own checkpoints (ft/ckpt/quiet.h). */
+    if (strcmp(n->cfg.td, "none") == 0 || (strcmp(n->cfg.td, "cut") == 0 && strcmp(n->cfg.recovery, "none")))
         return 0;
     n->td = phx_td_find(n->cfg.td);
     if (!n->td) {
         fprintf(stderr, "phalanx: bad value '%s' for option td: expected none, 4c, edod, hcda, cda, "
-                        "indep, rellazy or releager\n", n->cfg.td);
+                        "indep, rellazy, releager or cut (recovery=cr)\n", n->cfg.td);
         return PHX_EINVAL;
     }
     phx_td_env_t env = { .rank = n->rank, .size = n->size, .ctx = n, .send = td_send,
