@@ -9,7 +9,7 @@
 set -eu
 cd "$(dirname "$0")"
 
-PKGS="build-essential cmake pkg-config libuv1-dev libjemalloc-dev liburcu-dev libssl-dev libcmocka-dev python3 clang libmicrohttpd-dev prometheus python3-matplotlib curl iproute2 openssh-server openssh-client munge slurmctld slurmd slurm-client"
+PKGS="build-essential cmake pkg-config libuv1-dev libjemalloc-dev liburcu-dev libssl-dev libisal-dev libcmocka-dev python3 clang libmicrohttpd-dev prometheus python3-matplotlib curl iproute2 openssh-server openssh-client munge slurmctld slurmd slurm-client"
 
 install_missing() {
     missing=""
