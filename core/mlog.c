@@ -319,13 +319,19 @@ static void ml_on_restore(void *st, phx_tid_t tid)
  * is counted out; the last one ends the phase, so the rest of the job's
  * deliveries skip the lookup and locks below (as under cr). No record can
  * be made after the release: every RDETS precedes its sender's RDONE. */
+static void end_phase(mlog_t *g)
+{
+    atomic_store_explicit(&g->phase, 0, memory_order_release);
+    phx_evlog("mlog_replay_done", "\"tasks\":%d", atomic_load(&g->nrep));
+}
+
 static void rep_finish(mlog_t *g, rep_t *r)
 {
     if (r->finished || !r->mt.released || r->mt.replaying)
         return;
     r->finished = 1;
     if (atomic_fetch_sub(&g->left, 1) == 1)
-        atomic_store_explicit(&g->phase, 0, memory_order_release);
+        end_phase(g);
 }
 
 /* Worker: may <src, ssn> be delivered to t now? Survivors' own tasks
@@ -396,7 +402,7 @@ static void try_release(mlog_t *g)
     }
     pthread_rwlock_unlock(&g->rep_lock);
     if (!bad && atomic_fetch_sub(&g->left, 1) == 1)
-        atomic_store_explicit(&g->phase, 0, memory_order_release);
+        end_phase(g);
     /* Tasks held for want of a record (spawned again, no det) may go now:
      * every worker offers all its held messages again. */
     for (int i = 0; i < g->n->nworkers; i++) {

@@ -244,31 +244,50 @@ size_t phx_ml_pb_size(phx_ml_t *ml)
  * for the first). A worker's consecutive dets mostly share or neighbour
  * those values, so a det takes ~5 bytes instead of 32 (thesis Table 3.1's
  * piggyback volume). Varints over the one codec's cursor (phx_wire.h). */
-static void put_uv(phx_wenc_t *e, uint64_t v)
+static int uv_write(uint8_t *b, uint64_t v)
 {
-    uint8_t b[10];
     int k = 0;
     while (v >= 0x80) {
         b[k++] = (uint8_t)(v | 0x80);
         v >>= 7;
     }
     b[k++] = (uint8_t)v;
+    return k;
+}
+
+static void put_uv(phx_wenc_t *e, uint64_t v)
+{
+    uint8_t b[10];
+    int k = uv_write(b, v);
     uint8_t *p = phx_wenc_reserve(e, (size_t)k);
     if (p)
         memcpy(p, b, (size_t)k);
 }
 
+/* Reads a varint from [p, end): bytes used, 0 if truncated or over 10. */
+static int uv_read(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int k = 0; k < 10 && p + k < end; k++) {
+        x |= (uint64_t)(p[k] & 0x7f) << (7 * k);
+        if (!(p[k] & 0x80)) {
+            *v = x;
+            return k + 1;
+        }
+    }
+    return 0;
+}
+
 static uint64_t get_uv(phx_wdec_t *d)
 {
     uint64_t v = 0;
-    for (int sh = 0; sh < 64; sh += 7) {
-        uint8_t b = phx_wdec_u8(d);
-        v |= (uint64_t)(b & 0x7f) << sh;
-        if (!(b & 0x80))
-            return v;
+    int k = d->err ? 0 : uv_read(d->p, d->end, &v);
+    if (!k) {
+        d->err = PHX_EPROTO;
+        return 0;
     }
-    d->err = PHX_EPROTO;   /* over 10 bytes: not ours */
-    return 0;
+    d->p += k;
+    return v;
 }
 
 static uint64_t zz(uint64_t cur, uint64_t prev)
@@ -282,12 +301,17 @@ static uint64_t unzz(uint64_t v, uint64_t prev)
     return prev + ((v >> 1) ^ (uint64_t)-(int64_t)(v & 1));
 }
 
+/* One reserve per det (the encoder's hot loop: a copy per peer). */
 static void put_det(phx_wenc_t *e, const phx_det_t *d, phx_det_t *prev)
 {
-    put_uv(e, zz(d->receiver, prev->receiver));
-    put_uv(e, zz(d->rsn, prev->rsn));
-    put_uv(e, zz(d->sender, prev->sender));
-    put_uv(e, zz(d->ssn, prev->ssn));
+    uint8_t b[DET_MAX];
+    int k = uv_write(b, zz(d->receiver, prev->receiver));
+    k += uv_write(b + k, zz(d->rsn, prev->rsn));
+    k += uv_write(b + k, zz(d->sender, prev->sender));
+    k += uv_write(b + k, zz(d->ssn, prev->ssn));
+    uint8_t *p = phx_wenc_reserve(e, (size_t)k);
+    if (p)
+        memcpy(p, b, (size_t)k);
     *prev = *d;
 }
 
