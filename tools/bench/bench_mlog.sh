@@ -149,7 +149,7 @@ fails = [e["t"] for e in ev if e["ev"] == "failure"]
 stall = 0
 if fails:
     tf = min(fails)
-    top = max([i for i, t in its.items() if t < tf] or [0])
+    top = max([e["iter"] for e in ev if e["ev"] == "jacobi_iter" and e["t"] < tf] or [0])
     nxt = [e["t"] for e in ev if e["ev"] == "jacobi_iter" and e["iter"] == top + 1 and e["t"] > tf]
     stall = (min(nxt) - tf) / 1e6 if nxt else 0
 print(sys.argv[4] or 0, sys.argv[5] or 0, (its[b] - its[a]) / 1e6 if ok else 0, (its[z] - its[b]) / 1e6 if ok else 0, stall)
