@@ -39,6 +39,7 @@
 #include "core/recovery.h"
 #include "ft/ckpt/ckpt.h"
 #include "ft/ckpt/member.h"
+#include "ft/ckpt/quiet.h"
 #include "ft/hb/ring.h"
 #include "phx_err.h"
 #include "phx_log.h"
@@ -48,7 +49,7 @@ extern int phx_ntypes;
 
 enum {
     CK_REQ = PHX_CTRL_REC_FIRST, CK_BEGIN, CK_MARK, RB_JOIN, CK_ACK, CK_READY, CK_COMMIT,
-    RB_STATE, RB_DECIDE, RB_MARK, RB_DONE, RB_GO, RB_ABORT, CK_DISK, CK_CHUNK, CK_CACK,
+    RB_STATE, RB_DECIDE, RB_MARK, RB_DONE, RB_GO, RB_ABORT, CK_DISK, CK_CHUNK, CK_CACK, CK_IDLE,
 };
 
 #define BLOB_MAGIC 0x4b434850u   /* "PHCK" */
@@ -154,6 +155,14 @@ typedef struct cr {
      * tasks (survivors keep their state: the logs replay what it lost). */
     int partial_ok;             /* set by the layered mode */
     int rb_partial;             /* the decided round is partial */
+    /* Termination by quiescence at the cut (ft/ckpt/quiet.h); cut = 0:
+     * td=none, the job ends by phx_exit. */
+    int cut;
+    uint64_t ck_queued;         /* messages queued here at this checkpoint's cut */
+    phx_ck_quiet_t quiet;       /* coordinator */
+    int probe;                  /* coordinator: this checkpoint is a probe */
+    int idle_sent;              /* last idle report sent (-1: none since a failure) */
+    uv_timer_t idle_timer;
 } cr_t;
 
 void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial)
@@ -694,6 +703,7 @@ static void sec_queued(cr_t *c, phx_wenc_t *e, const void *unused)
     }
     if (cnt && !e->err)
         phx_put_le32(cnt, q);
+    c->ck_queued = q;
 }
 
 static void sec_gone(cr_t *c, phx_wenc_t *e, const void *unused)
@@ -731,6 +741,15 @@ static int encode_node(cr_t *c, phx_wenc_t *e)
         rc = enc_grow(c, e, sec_queued, NULL);
     if (!rc)
         rc = enc_grow(c, e, sec_gone, NULL);
+    /* Held-back messages wait for a gap to fill: work still to do. */
+    for (int i = 0; i < n->nworkers; i++) {
+        phx_map_t *m = &n->workers[i].tasks;
+        for (size_t k = 0; k < m->cap; k++)
+            if (m->keys[k])
+                for (const phx_msg_t *x = ((const phx_task_t *)(uintptr_t)m->vals[k])->held; x;
+                     x = (const phx_msg_t *)x->qn.next)
+                    c->ck_queued++;
+    }
     return rc;
 }
 
@@ -952,6 +971,9 @@ static void fatal(cr_t *c, int code, const char *fmt, const char *what)
     phx_node_exit(c->n, code, 1);
 }
 
+static void on_all_ready(cr_t *c, uint64_t id);
+static void maybe_probe(cr_t *c);
+
 static void begin_checkpoint(cr_t *c)
 {
     if (c->phase != PH_IDLE || coord(c) != c->self || atomic_load(&c->n->stopping))
@@ -977,6 +999,7 @@ static void begin_checkpoint(cr_t *c)
         phx_wenc_i32(&en, b[r]);
     phx_ck_commit_begin(&c->commit, e);
     c->commit_id = id;
+    phx_ck_quiet_begin(&c->quiet, id);
     ctl_all(c, CK_BEGIN, id, buf, (size_t)c->size * 4, 1);
     free(buf);
     free(b);
@@ -1055,16 +1078,64 @@ static void ck_progress(cr_t *c)
         }
         c->t_stored = phx_now_ns();
         /* ms since BEGIN: workers paused, every marker in, state serialised */
-        phx_evlog("ckpt_stored", "\"epoch\":%llu,\"bytes\":%zu,\"paused\":%.3f,\"marked\":%.3f,\"ms\":%.3f",
+        phx_evlog("ckpt_stored", "\"epoch\":%llu,\"bytes\":%zu,\"paused\":%.3f,\"marked\":%.3f,\"ms\":%.3f,"
+                  "\"queued\":%llu",
                   (unsigned long long)c->ck_epoch, len, (double)(c->t_paused - c->t_begin) / 1e6,
-                  (double)(c->t_marked - c->t_begin) / 1e6, (double)(c->t_stored - c->t_begin) / 1e6);
+                  (double)(c->t_marked - c->t_begin) / 1e6, (double)(c->t_stored - c->t_begin) / 1e6,
+                  (unsigned long long)c->ck_queued);
         if (c->die_point == DIE_STORED && c->die_epoch == c->ck_epoch)
             raise(SIGKILL);   /* test: between the local store and the commit */
     }
     if (c->acked && !c->ready_sent) {
         c->ready_sent = 1;
-        ctl(c, coord(c), CK_READY, c->ck_id, NULL, 0);
+        uint8_t q[8];
+        phx_put_le64(q, c->ck_queued);
+        ctl(c, coord(c), CK_READY, c->ck_id, q, sizeof q);
     }
+}
+
+/* Coordinator: every live rank holds both copies of the checkpoint. If no
+ * rank had a message queued at its cut, the job is over: commit it (so a
+ * failure from here rolls back to a finished state, which ends again at
+ * once) and end the job everywhere, as phx_exit does. */
+static void on_all_ready(cr_t *c, uint64_t id)
+{
+    int probe = c->probe;
+    c->probe = 0;
+    int done = c->cut && phx_ck_quiet_decide(&c->quiet, id, c->dead, probe, phx_now_ns() / 1000000);
+    ctl_all(c, CK_COMMIT, id, NULL, 0, 1);
+    if (done && !atomic_load(&c->n->stopping)) {
+        PHX_INFO("td", "cut: global termination detected at epoch %llu", (unsigned long long)(id & 0xffffffffu));
+        phx_evlog("td_declare", "\"td\":\"cut\",\"epoch\":%llu", (unsigned long long)(id & 0xffffffffu));
+        phx_node_exit(c->n, c->n->exit_code, 1);
+    }
+}
+
+/* Coordinator: a probe when every live rank last said it was idle. */
+static void maybe_probe(cr_t *c)
+{
+    if (!c->cut || c->phase != PH_IDLE || coord(c) != c->self ||
+        !phx_ck_quiet_want(&c->quiet, c->dead, phx_now_ns() / 1000000))
+        return;
+    begin_checkpoint(c);
+    c->probe = c->phase == PH_CK;
+}
+
+/* Every hb-period: this node's idleness (no message queued or running),
+ * sent to the coordinator when it changed. Sampled, so a report may be
+ * stale; the probe's cut decides, the reports only say when to look. */
+static void on_idle_timer(uv_timer_t *t)
+{
+    cr_t *c = t->data;
+    if (c->phase != PH_IDLE || c->joining || atomic_load(&c->n->stopping))
+        return;
+    int idle = atomic_load(&c->n->work) == 0 && c->n->batch_pending == 0;
+    int k = coord(c);
+    if (idle != c->idle_sent && k >= 0) {
+        c->idle_sent = idle;
+        ctl(c, k, CK_IDLE, (uint64_t)idle, NULL, 0);
+    }
+    maybe_probe(c);   /* the coordinator: a gap may have passed since the last report */
 }
 
 static void on_commit(cr_t *c, uint64_t id)
@@ -1600,6 +1671,9 @@ static int cr_on_failure(void *st, int rank)
         return 1;
     c->dead[rank] = 1;
     c->ndead++;
+    c->probe = 0;
+    c->idle_sent = -1;
+    phx_ck_quiet_reset(&c->quiet);
     if (c->phase != PH_REC) {
         c->t_fail = phx_now_ns();
         if (c->phase == PH_CK)
@@ -1753,8 +1827,14 @@ static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint
         }
         break;
     case CK_READY:
+        if (len == 8)
+            phx_ck_quiet_count(&c->quiet, peer, h->ssn, phx_get_le64(p));
         if (h->ssn == c->commit_id && phx_ck_commit_ready(&c->commit, peer, h->ssn & 0xffffffffu, c->dead))
-            ctl_all(c, CK_COMMIT, h->ssn, NULL, 0, 1);
+            on_all_ready(c, h->ssn);
+        break;
+    case CK_IDLE:
+        phx_ck_quiet_idle(&c->quiet, peer, (int)h->ssn);
+        maybe_probe(c);
         break;
     case CK_COMMIT:
         if (c->dir && h->ssn == c->ck_id && coord(c) == c->self) {
@@ -1828,14 +1908,21 @@ static int cr_configure(phx_node_t *n)
         fprintf(stderr, "phalanx: unknown restart-on=%s (survivors, spare or respawn)\n", n->cfg.restart_on);
         return PHX_EINVAL;
     }
-    /* The termination detectors' counters cannot be rolled back (yet): a
-     * job under cr ends by phx_exit. */
-    if (strcmp(n->cfg.td, "none") != 0 && strcmp(n->cfg.td, "rellazy") != 0) {
-        fprintf(stderr, "phalanx: recovery=cr runs without a termination detector (td=none); "
-                        "td=%s is not supported with it\n", n->cfg.td);
+    /* The counting detectors' state would have to be rolled back with the
+     * tasks (and their control messages drained at the cut). cr checks
+     * quiescence on its own consistent cut instead (ft/ckpt/quiet.h):
+     * td=cut, also what the ft default (rellazy) becomes; td=none leaves
+     * the end to phx_exit, with no probes at all. */
+    /* Message logging keeps messages to replay outside the queues a cut
+     * counts: not yet (its jobs end by phx_exit). */
+    int cut_ok = !strcmp(n->cfg.recovery, "cr");
+    if (strcmp(n->cfg.td, "none") && strcmp(n->cfg.td, "rellazy") && (strcmp(n->cfg.td, "cut") || !cut_ok)) {
+        fprintf(stderr, "phalanx: recovery=%s detects termination %s; td=%s is not supported with it\n",
+                n->cfg.recovery, cut_ok ? "on its checkpoints (td=cut) or not at all (td=none)"
+                                        : "not at all (td=none): its jobs end by phx_exit", n->cfg.td);
         return PHX_EINVAL;
     }
-    strcpy(n->cfg.td, "none");
+    strcpy(n->cfg.td, cut_ok && strcmp(n->cfg.td, "none") ? "cut" : "none");
     return 0;
 }
 
@@ -1901,7 +1988,8 @@ static int cr_init(phx_node_t *n, void **out)
         !c->xfer || !c->xfer_len || !c->xfer_epoch || !c->xfer_done || !c->rj_inc || !c->lost || !c->fresh ||
         !c->rj_loc || !c->rj_buddy || phx_ck_join_init(&c->join, n->size) ||
         phx_ck_commit_init(&c->commit, n->size) || phx_ck_round_init(&c->round, n->size) ||
-        phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc)) {
+        phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc) ||
+        phx_ck_quiet_init(&c->quiet, n->size, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_timeout_ms)) {
         free(host);
         return PHX_ENOMEM;
     }
@@ -1942,6 +2030,8 @@ static int cr_init(phx_node_t *n, void **out)
     c->timer.data = c;
     uv_timer_init(&n->loop, &c->rj_timer);
     c->rj_timer.data = c;
+    uv_timer_init(&n->loop, &c->idle_timer);
+    c->idle_timer.data = c;
     c->open = 1;
     c->respawn = !strcmp(n->cfg.restart_on, "respawn");
     if (phx_recovery_rejoining(n)) {
@@ -1968,6 +2058,10 @@ static int cr_init(phx_node_t *n, void **out)
         uint64_t ms = (uint64_t)n->cfg.ckpt_interval * 1000;
         uv_timer_start(&c->timer, on_timer, ms, ms);
     }
+    c->cut = !strcmp(n->cfg.td, "cut");
+    c->idle_sent = -1;
+    if (c->cut)
+        uv_timer_start(&c->idle_timer, on_idle_timer, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_period_ms);
     return 0;
 }
 
@@ -2022,6 +2116,8 @@ static void cr_stop(void *st)
     uv_close((uv_handle_t *)&c->timer, closed);
     uv_timer_stop(&c->rj_timer);
     uv_close((uv_handle_t *)&c->rj_timer, closed);
+    uv_timer_stop(&c->idle_timer);
+    uv_close((uv_handle_t *)&c->idle_timer, closed);
     uv_close((uv_handle_t *)&c->async, closed);
     /* Paused workers leave for good: they must reach their STOP message. */
     pthread_mutex_lock(&c->mu);
@@ -2047,6 +2143,7 @@ static void cr_destroy(void *st)
             free(p);
     }
     phx_ck_join_free(&c->join);
+    phx_ck_quiet_free(&c->quiet);
     free(c->rj_inc);
     free(c->lost);
     free(c->fresh);

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <sched.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +223,7 @@ static int parse_peers(phx_config_t *cfg, const char *list)
 int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
 {
     memset(cfg, 0, sizeof *cfg);
+    cfg->listen_fd = -1;
     unsigned char set[NOPTS] = {0};
     const char *cfgfile = getenv("PHX_CONFIG");
     /* Direct launch by srun: the identity comes from Slurm's step. */
@@ -326,6 +328,21 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
         fprintf(stderr, "phalanx: bad value '%s' for option log: expected error, warn, info or debug\n",
                 cfg->log);
         return PHX_EINVAL;
+    }
+
+    /* phx run holds each local node's port from its choice on, so no
+     * other launcher can take it: the node inherits the socket. Removed
+     * from the environment and closed on exec, so nothing the program
+     * starts mistakes it for its own. */
+    const char *lf = getenv("PHX_LISTEN_FD");
+    if (lf && *lf) {
+        int64_t fd;
+        if (parse_i64(lf, &fd) || fd < 0 || fd > INT32_MAX || fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0) {
+            fprintf(stderr, "phalanx: PHX_LISTEN_FD '%s' is not an open file descriptor\n", lf);
+            return PHX_EINVAL;
+        }
+        cfg->listen_fd = (int)fd;
+        unsetenv("PHX_LISTEN_FD");
     }
 
     /* Identity. Without a launcher, run as a single node. */

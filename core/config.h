@@ -26,6 +26,9 @@ typedef struct phx_config {
     int rank, size;
     uint64_t job_id;
     phx_peer_addr_t *peers;          /* size entries; owned, freed by phx_config_free */
+    int listen_fd;                   /* PHX_LISTEN_FD: a listening socket phx run bound to this
+                                      * rank's port and handed down (close-on-exec from here on;
+                                      * the transport takes it); -1: bind the port */
     /* options */
     int workers;                     /* worker threads; default ncpu-1, min 1 */
     int busy_poll;                   /* spin instead of sleeping */

@@ -10,7 +10,11 @@
  * rank's connection, and the transport reports that synchronously through
  * on_peer_down -> phx_ft_on_peer_down -> phx_ft_hb_suspect. So the callbacks
  * only record (deaths, fencing) and log; the node is told after the
- * detector call returned, in flush(), which tolerates being re-entered. */
+ * detector call returned, in flush(), which tolerates being re-entered.
+ *
+ * When a notice is delivered, and when this node fences itself (isolation,
+ * partition, lost link), is decided by the pure state machine of
+ * ft/fence; this file feeds it and applies its outputs. */
 #include "core/ft.h"
 
 #include <stdio.h>
@@ -19,43 +23,25 @@
 
 #include "core/eventlog.h"
 #include "core/node.h"
+#include "ft/fence/fence.h"
 #include "ft/hb/hb.h"
 #include "ft/hb/ring.h"
 #include "phx_err.h"
 #include "phx_log.h"
 #include "phx_wire.h"
 
-struct death {
-    int rank;
-    uint32_t inc;
-    uint64_t when_ns;
-    int ended;      /* its process is known to be over (a newer one called) */
-    uint64_t decl_ns;   /* when the detector declared it here */
-};
-
 struct phx_ft {
     phx_node_t *n;
     phx_ft_hb_t *hb;
+    phx_ft_fence_t *fence;      /* notices held, self-fencing (ft/fence) */
     int *ring;                  /* position -> rank, as given to the detector */
     uv_timer_t timer;
     int timer_open;             /* initialised and not yet closed */
     int started, stopped;
-    /* Outputs of the current detector call, applied by flush(). The queue
-     * holds each rank at most once (on_dead fires once per rank). */
-    struct death *q;
-    int qtail;
-    int fenced_pending, fenced_done;
+    int fenced_done;
     int flushing;
     uint64_t declared_seen;     /* detector's `declared` counter already logged */
-    uint64_t last_notice_ns;    /* when the last failure notice was handled */
     int emitter, observer;      /* last logged ring neighbours */
-    /* Isolation fencing (see check_isolation). */
-    uint8_t *down;              /* per rank: its connection broke without BYE,
-                                 * and no heartbeat frame came from it since */
-    /* Partition fencing (see check_quorum): the deaths of the current
-     * episode (declared less than quiet_ns apart). */
-    int *ep, nep;
-    uint64_t last_death_ns, quiet_ns;
 };
 
 static uint64_t now_ns(void) { return phx_now_ns(); }   /* CLOCK_MONOTONIC */
@@ -89,22 +75,16 @@ static void hb_on_dead(void *ctx, int rank, uint64_t when)
     }
     phx_evlog("notice", "\"dead\":%d,\"via\":\"%s\"", rank, local ? "local" : "bcast");
     PHX_INFO("ft", "rank %d is dead (%s)", rank, local ? "detected here" : "broadcast");
-    uint64_t now = now_ns();
-    if (now - ft->last_death_ns > ft->quiet_ns)
-        ft->nep = 0;
-    ft->last_death_ns = now;
-    if (ft->nep < ft->n->size)
-        ft->ep[ft->nep++] = rank;
-    if (ft->qtail < ft->n->size)
-        ft->q[ft->qtail++] = (struct death){ rank, phx_ft_hb_incarnation(ft->hb, rank), when, 0, now };
-    else
-        PHX_ERROR("ft", "failure notice queue full: rank %d's death not delivered", rank);
+    int rc = phx_ft_fence_on_dead(ft->fence, rank, phx_ft_hb_incarnation(ft->hb, rank), when, now_ns());
+    if (rc)
+        PHX_ERROR("ft", "rank %d's failure notice not queued, it will not be delivered: %s", rank,
+                  phx_strerror(rc));
 }
 
 static void hb_on_fenced(void *ctx)
 {
     phx_ft_t *ft = ctx;
-    ft->fenced_pending = 1;
+    phx_ft_fence_declared(ft->fence);
 }
 
 /* ---- after every detector call ----------------------------------------- */
@@ -115,9 +95,9 @@ static void rearm(phx_ft_t *ft)
 {
     if (ft->stopped || !ft->timer_open)
         return;
-    uint64_t d = phx_ft_hb_next_deadline(ft->hb);
-    if (ft->qtail && ft->last_death_ns + ft->quiet_ns + 1 < d)
-        d = ft->last_death_ns + ft->quiet_ns + 1;   /* held deaths are due */
+    uint64_t d = phx_ft_hb_next_deadline(ft->hb), held = phx_ft_fence_deadline(ft->fence);
+    if (held < d)
+        d = held;
     if (d == UINT64_MAX) {
         uv_timer_stop(&ft->timer);
         return;
@@ -145,67 +125,6 @@ static void log_ring(phx_ft_t *ft)
     PHX_INFO("ft", "ring repaired: emitter %d, observer %d", e, o);
 }
 
-/* A node that was not running (SIGSTOP, swap) long enough to be declared
- * dead cannot hear it from the protocol: phx_node_notify_dead closes the
- * connection to the dead rank at once (and drops what was queued for it),
- * so no YOU_ARE_DEAD, BCASTMSG or DSET naming us can arrive, and the
- * transport refuses the rank for good. What does arrive is the evidence:
- * every peer it still counts as alive has dropped its connection (closed
- * now, not only reported down: the transport reports a drop after delta,
- * and by then the hint grace may have had us declare our emitter). That is
- * evidence only while the detector is in doubt (phx_ft_hb_in_doubt: a stall
- * long enough, by the configured delta and eta, for our observer to have
- * declared us, which ended within 2 delta). A node that was merely slow,
- * or was never stopped, does not fence itself however many peers vanish:
- * they may all have crashed, and the protocol decides. */
-static void check_isolation(phx_ft_t *ft, uint64_t now)
-{
-    phx_node_t *n = ft->n;
-    if (phx_ft_hb_is_fenced(ft->hb) || !phx_ft_hb_in_doubt(ft->hb, now))
-        return;
-    int alive = 0;
-    for (int r = 0; r < n->size; r++) {
-        if (r == n->rank || phx_ft_hb_is_dead(ft->hb, r))
-            continue;
-        if (!ft->down[r] && phx_net_peer_connected(n->net, r))
-            return;
-        alive++;
-    }
-    if (alive == 0)
-        return;   /* alone by the protocol's own decisions: not isolation */
-    PHX_WARN("ft", "stalled past delta, then lost the connection to all %d live peers: we were "
-                   "declared dead", alive);
-    ft->fenced_pending = 1;
-}
-
-/* A partition looks like a failure from both sides, and only one side may
- * go on. A process that ends is closed by its host's kernel, which tells
- * every peer (FIN, RST, a refused redial: phx_net_peer_reached); a cut
- * network or a stopped process gives silence only. So deaths known only
- * by silence are held back until the detector has been quiet for 3 delta,
- * and if, meanwhile, more members fell silent in this episode than remain
- * alive (we count ourselves), this node is on the minority side: it
- * leaves, as a fenced node does, before acting on any of them. Exactly
- * half goes on (a whole host of a 2-host job may die by power loss). */
-static void check_quorum(phx_ft_t *ft)
-{
-    phx_node_t *n = ft->n;
-    if (phx_ft_hb_is_fenced(ft->hb) || ft->fenced_pending)
-        return;
-    if (now_ns() - ft->last_death_ns > ft->quiet_ns)
-        return;   /* the episode settled on our side */
-    int silent = 0, live = n->size - phx_ft_hb_dead_count(ft->hb);
-    for (int i = 0; i < ft->nep; i++)
-        silent += !phx_net_peer_reached(n->net, ft->ep[i]);
-    if (silent <= live)
-        return;
-    PHX_ERROR("ft", "%d members fell silent at once and none of their hosts answered, %d remain "
-                    "here: this node is on the minority side of a partition",
-              silent, live);
-    phx_evlog("partition", "\"silent\":%d,\"live\":%d", silent, live);
-    ft->fenced_pending = 1;
-}
-
 /* Applies what the last detector call produced. Re-entered from
  * phx_node_notify_dead (see the top comment): the inner call returns at
  * once and the outer loop picks up anything queued meanwhile. */
@@ -215,43 +134,49 @@ static void flush(phx_ft_t *ft)
     if (ft->flushing)
         return;
     ft->flushing = 1;
-    if (ft->started && !ft->fenced_done) {
-        check_isolation(ft, now_ns());
-        check_quorum(ft);
-    }
-    if (ft->fenced_pending && !ft->fenced_done) {
-        /* We are in the others' D: every message we send is now refused
-         * with YOU_ARE_DEAD, and acting on our own view would split the
-         * group. Leave; the launcher reports exit 75 as fenced. */
+    uint64_t now = now_ns();
+    int why = ft->fenced_done ? 0
+                              : phx_ft_fence_verdict(ft->fence, now, phx_ft_hb_in_doubt(ft->hb, now));
+    if (why) {
+        phx_ft_fence_info_t in;
+        phx_ft_fence_get_info(ft->fence, &in);
+        if (why == PHX_FT_FENCE_ISOLATED) {
+            PHX_WARN("ft", "stalled past delta, then lost the connection to all %d live peers: we "
+                           "were declared dead", in.alive);
+        } else if (why == PHX_FT_FENCE_MINORITY) {
+            PHX_ERROR("ft", "%d members fell silent at once and none of their hosts answered, %d "
+                            "remain here: this node is on the minority side of a partition",
+                      in.silent, in.live);
+            phx_evlog("partition", "\"silent\":%d,\"live\":%d", in.silent, in.live);
+        }
+        /* We are in the others' D (or about to be): every message we send
+         * is refused with YOU_ARE_DEAD, and acting on our own view would
+         * split the group. Leave; the launcher reports exit 75 as fenced. */
         ft->fenced_done = 1;
         PHX_ERROR("ft", "declared dead by the cluster (false suspicion?); terminating");
         phx_evlog("fenced", NULL);
         phx_node_exit(n, PHX_EXIT_FENCED, 0);
     }
-    if (!ft->fenced_done)
+    if (!ft->fenced_done) {
         log_ring(ft);
-    /* Deliver in order; a death known only by silence waits (check_quorum).
-     * notify_dead may re-enter the detector and append: walk by index. */
-    int quiet = now_ns() - ft->last_death_ns > ft->quiet_ns, keep = 0;
-    for (int i = 0; !ft->fenced_done && i < ft->qtail; i++) {
-        struct death d = ft->q[i];
-        /* The connection goes at once even when the notice waits: nothing
-         * from the dead incarnation may arrive after its declaration. */
-        int reached = d.ended || phx_net_peer_reached(n->net, d.rank);
-        phx_net_close_inc(n->net, d.rank, d.inc, "declared dead");
-        if (!quiet && !reached) {
-            ft->q[keep++] = d;
-            continue;
+        phx_ft_fence_notice_t d;
+        for (;;) {
+            /* The connection goes at once even when the notice waits:
+             * nothing from the dead incarnation may arrive after its
+             * declaration. notify_dead may re-enter the detector and queue
+             * more: closed here before the next delivery, as the pass
+             * (phx_ft_fence_next) picks them up. */
+            while (phx_ft_fence_take_declared(ft->fence, &d))
+                phx_net_close_inc(n->net, d.rank, d.inc, "declared dead");
+            if (!phx_ft_fence_next(ft->fence, now, &d))
+                break;
+            /* "notice" was the detector's decision; "failure" is the runtime
+             * acting on it (recovery, detectors, phx_on_failure callbacks). */
+            phx_evlog("failure", "\"dead\":%d,\"held_ms\":%llu", d.rank,
+                      (unsigned long long)((now_ns() - d.decl_ns) / 1000000));
+            phx_node_notify_dead(n, d.rank, d.inc, d.when_ns);   /* no-op once stopping */
         }
-        ft->last_notice_ns = now_ns();
-        /* "notice" was the detector's decision; "failure" is the runtime
-         * acting on it (recovery, detectors, phx_on_failure callbacks). */
-        phx_evlog("failure", "\"dead\":%d,\"held_ms\":%llu", d.rank,
-                  (unsigned long long)((now_ns() - d.decl_ns) / 1000000));
-        phx_node_notify_dead(n, d.rank, d.inc, d.when_ns);   /* no-op once stopping */
     }
-    if (!ft->fenced_done)
-        ft->qtail = keep;
     ft->flushing = 0;
     rearm(ft);
 }
@@ -268,6 +193,18 @@ static void on_timer(uv_timer_t *t)
 }
 
 /* ---- hooks --------------------------------------------------------------- */
+
+static int fence_reached(void *ctx, int r)
+{
+    phx_ft_t *ft = ctx;
+    return phx_net_peer_reached(ft->n->net, r);
+}
+
+static int fence_connected(void *ctx, int r)
+{
+    phx_ft_t *ft = ctx;
+    return phx_net_peer_connected(ft->n->net, r);
+}
 
 static int make_hb(phx_ft_t *ft, uint16_t view, phx_ft_hb_t **out)
 {
@@ -301,15 +238,17 @@ int phx_ft_init(phx_node_t *n)
     n->ft = ft;
     ft->n = n;
     ft->ring = calloc((size_t)n->size, sizeof *ft->ring);
-    ft->q = calloc((size_t)n->size, sizeof *ft->q);
-    ft->down = calloc((size_t)n->size, 1);
-    ft->ep = calloc((size_t)n->size, sizeof *ft->ep);
-    /* An isolated node declares its emitters one after another, 2 delta
-     * (the new emitter's grace) plus a tick apart: one episode. */
-    ft->quiet_ns = 3 * (uint64_t)n->cfg.hb_timeout_ms * 1000000;
-    if (!ft->ring || !ft->q || !ft->down || !ft->ep) {
+    if (!ft->ring) {
         free(host);
         return PHX_ENOMEM;   /* phx_ft_free releases the rest */
+    }
+    phx_ft_fence_cfg_t fcfg = { .nranks = n->size, .rank = n->rank,
+                                .delta_ns = (uint64_t)n->cfg.hb_timeout_ms * 1000000ull };
+    phx_ft_fence_env_t fenv = { .ctx = ft, .reached = fence_reached, .connected = fence_connected };
+    int rc = phx_ft_fence_create(&fcfg, &fenv, &ft->fence);
+    if (rc) {
+        free(host);
+        return rc;
     }
     /* Host id = lowest rank with the same host string: identical on every
      * node, since all nodes got the same PHX_PEERS. */
@@ -322,7 +261,7 @@ int phx_ft_init(phx_node_t *n)
             }
         }
     }
-    int rc = phx_ft_ring_build(n->size, host, ft->ring);
+    rc = phx_ft_ring_build(n->size, host, ft->ring);
     free(host);
     if (rc)
         return rc;
@@ -347,6 +286,7 @@ void phx_ft_start(phx_node_t *n)
     if (!ft || ft->stopped || ft->started)
         return;
     ft->started = 1;
+    phx_ft_fence_start(ft->fence);
     if (phx_evlog_enabled()) {
         /* "[r0,r1,...]": at most 11 bytes per rank. The detector's ring has
          * ring[i+1] observing ring[i]; the event-log contract
@@ -397,7 +337,7 @@ int phx_ft_new_view(phx_node_t *n, uint16_t view, const uint8_t *dead)
     phx_ft_hb_destroy(ft->hb);
     ft->hb = hb;
     ft->declared_seen = 0;
-    memset(ft->down, 0, (size_t)n->size);
+    phx_ft_fence_new_view(ft->fence, dead);
     ft->started = 1;   /* a rejoining node starts here, not at all-up */
     PHX_INFO("ft", "membership view %u: %d dead, emitter %d, observer %d", (unsigned)view, k,
              phx_ft_hb_emitter(hb), phx_ft_hb_observer(hb));
@@ -444,8 +384,7 @@ void phx_ft_on_frame(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const ui
         phx_net_reject(n->net, peer, "heartbeat frame with a mismatched tag");
         return;
     }
-    if (peer >= 0 && peer < n->size)
-        ft->down[peer] = 0;   /* the link is up again (reconnected) */
+    phx_ft_fence_on_heard(ft->fence, peer);   /* the link is up again (reconnected) */
     if (h->type == PHX_FT_BCAST)
         log_bcast(payload, h->len);
     int rc = phx_ft_hb_on_msg(ft->hb, peer, h->tag, payload, h->len, now_ns());
@@ -466,11 +405,7 @@ void phx_ft_on_peer_up(phx_node_t *n, int peer)
     phx_ft_t *ft = n->ft;
     if (!ft || ft->stopped || ft->fenced_done)
         return;
-    int held = 0;
-    for (int i = 0; i < ft->qtail; i++)
-        if (ft->q[i].rank == peer)
-            held = ft->q[i].ended = 1;
-    if (held)
+    if (phx_ft_fence_on_peer_up(ft->fence, peer))
         flush(ft);
 }
 
@@ -479,13 +414,12 @@ void phx_ft_on_peer_down(phx_node_t *n, int peer)
     phx_ft_t *ft = n->ft;
     if (!ft || ft->stopped || ft->fenced_done)
         return;
-    if (peer >= 0 && peer < n->size)
-        ft->down[peer] = 1;
+    phx_ft_fence_on_conn_closed(ft->fence, peer);
     /* The transport delivered every byte read from the connection before
      * reporting its loss, so the hint comes after the last heartbeat. */
     /* A refused redial means the peer's process is gone, unless this node
      * itself has just been stalled: then the others may have declared us
-     * and left, and isolation fencing (check_isolation) must decide, not a
+     * and left, and isolation fencing (ft/fence) must decide, not a
      * fast suspicion of peers that are merely done with us. */
     uint64_t now = now_ns();
     int gone = !phx_ft_hb_in_doubt(ft->hb, now) && phx_net_peer_gone(n->net, peer);
@@ -499,32 +433,26 @@ void phx_ft_on_peer_down(phx_node_t *n, int peer)
 }
 
 /* A link to a live peer could not be restored (net/transport.h,
- * on_link_failed). The ring only sees that when the two are neighbours, so
- * one of the pair leaves and the ring then decides as for any failure:
- * the higher rank fences itself (the same rule on both sides). */
+ * on_link_failed): ft/fence decides who leaves (fence.h). */
 int phx_ft_on_link_failed(phx_node_t *n, int peer)
 {
     phx_ft_t *ft = n->ft;
-    if (!ft || ft->stopped || ft->fenced_done || phx_ft_hb_is_dead(ft->hb, peer))
+    if (!ft || ft->stopped || ft->fenced_done)
         return 0;
-    if (!ft->started)
-        return 1;   /* a rejoining node, not a member yet: the links still come back */
-    /* Several adjacent ring members dying together are declared one after
-     * another, about delta apart (seed 002's T(f)): while notices keep
-     * coming the silent peer may well be the next one, so wait until the
-     * detector has been quiet for 2 delta before blaming the link. */
-    uint64_t quiet_ns = 2 * (uint64_t)n->cfg.hb_timeout_ms * 1000000;
-    if (ft->last_notice_ns && now_ns() - ft->last_notice_ns < quiet_ns)
+    switch (phx_ft_fence_on_link_failed(ft->fence, peer, now_ns())) {
+    case PHX_FT_FENCE_LINK_WAIT:
         return 1;
-    if (n->rank < peer) {
+    case PHX_FT_FENCE_LINK_PEER:
         PHX_WARN("ft", "link to rank %d lost for good: rank %d leaves the job", peer, peer);
         return 0;
+    case PHX_FT_FENCE_LINK_SELF:
+        PHX_ERROR("ft", "link to live rank %d lost for good: leaving the job so that the ring decides",
+                  peer);
+        flush(ft);
+        return 0;
+    default:
+        return 0;
     }
-    PHX_ERROR("ft", "link to live rank %d lost for good: leaving the job so that the ring decides",
-              peer);
-    ft->fenced_pending = 1;
-    flush(ft);
-    return 0;
 }
 
 void phx_ft_stop(phx_node_t *n)
@@ -554,10 +482,8 @@ void phx_ft_free(phx_node_t *n)
                  (unsigned long long)st.stalls, (unsigned long long)st.hints);
         phx_ft_hb_destroy(ft->hb);
     }
+    phx_ft_fence_destroy(ft->fence);
     free(ft->ring);
-    free(ft->q);
-    free(ft->down);
-    free(ft->ep);
     free(ft);
     n->ft = NULL;
 }

@@ -24,7 +24,7 @@ void phx_ft_on_frame(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const ui
 void phx_ft_on_peer_down(phx_node_t *n, int peer);
 /* Comm thread: a new incarnation of peer completed its handshake. Its old
  * process is over, so a notice held back as silence-only (partition
- * fencing, core/ft.c) is delivered now, before the newcomer is taken in. */
+ * fencing, ft/fence) is delivered now, before the newcomer is taken in. */
 void phx_ft_on_peer_up(phx_node_t *n, int peer);
 /* The transport could not restore the link to a peer nothing declared dead. */
 int phx_ft_on_link_failed(phx_node_t *n, int peer);

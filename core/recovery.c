@@ -49,33 +49,55 @@ int phx_recovery_configure(phx_node_t *n)
     return o->configure ? o->configure(n) : 0;
 }
 
+/* The mode's ops once its init has created its state, else NULL: a
+ * startup that fails earlier (e.g. the listen port is taken) still runs the
+ * orderly stop, and frames may arrive meanwhile; no hook may see state that
+ * was never made. */
+static const phx_recovery_ops_t *live(const phx_node_t *n)
+{
+    return n->rec && (n->rec_st || !n->rec->init) ? n->rec : NULL;
+}
+
 int phx_recovery_init(phx_node_t *n)
 {
-    return n->rec && n->rec->init ? n->rec->init(n, &n->rec_st) : 0;
+    if (!n->rec || !n->rec->init)
+        return 0;
+    /* Straight into n->rec_st: init may pause the workers, which then find
+     * the state there. */
+    int rc = n->rec->init(n, &n->rec_st);
+    if (rc && n->rec_st) {
+        /* A failed init may leave part of its state (no handle open and no
+         * worker paused before its last check): freed now, so that no hook
+         * ever sees it. */
+        if (n->rec->destroy)
+            n->rec->destroy(n->rec_st);
+        n->rec_st = NULL;
+    }
+    return rc;
 }
 
 void phx_recovery_start(phx_node_t *n)
 {
-    if (n->rec && n->rec->on_start)
+    if (live(n) && n->rec->on_start)
         n->rec->on_start(n->rec_st);
 }
 
 void phx_recovery_on_send(phx_node_t *n, const phx_msg_t *m)
 {
-    if (n->rec && n->rec->on_send)
+    if (live(n) && n->rec->on_send)
         n->rec->on_send(n->rec_st, m);
 }
 
 int phx_recovery_on_deliver(phx_node_t *n, int peer, const phx_frame_hdr_t *h)
 {
-    return n->rec && n->rec->on_deliver ? n->rec->on_deliver(n->rec_st, peer, h) : 0;
+    return live(n) && n->rec->on_deliver ? n->rec->on_deliver(n->rec_st, peer, h) : 0;
 }
 
 int phx_recovery_on_ctrl(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const uint8_t *payload)
 {
     if (h->tag < PHX_CTRL_REC_FIRST || h->tag > PHX_CTRL_REC_LAST)
         return 0;
-    if (n->rec && n->rec->on_ctrl)
+    if (live(n) && n->rec->on_ctrl)
         n->rec->on_ctrl(n->rec_st, peer, h, payload);
     else
         PHX_WARN("recovery", "recovery frame (tag %u) from rank %d without a recovery mode; ignored", h->tag, peer);
@@ -85,7 +107,7 @@ int phx_recovery_on_ctrl(phx_node_t *n, int peer, const phx_frame_hdr_t *h, cons
 uint8_t *phx_recovery_net_claim(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void **tok)
 {
     phx_node_t *n = ctx;
-    if (h->type != PHX_FT_CTRL || h->tag < PHX_CTRL_REC_FIRST || h->tag > PHX_CTRL_REC_LAST || !n->rec ||
+    if (h->type != PHX_FT_CTRL || h->tag < PHX_CTRL_REC_FIRST || h->tag > PHX_CTRL_REC_LAST || !live(n) ||
         !n->rec->rx_claim || atomic_load(&n->stopping))
         return NULL;
     return n->rec->rx_claim(n->rec_st, peer, h, head, tok);
@@ -99,12 +121,12 @@ void phx_recovery_net_claimed(void *ctx, int peer, const phx_frame_hdr_t *h, con
 
 int phx_recovery_on_failure(phx_node_t *n, int rank)
 {
-    return n->rec && n->rec->on_failure ? n->rec->on_failure(n->rec_st, rank) : 0;
+    return live(n) && n->rec->on_failure ? n->rec->on_failure(n->rec_st, rank) : 0;
 }
 
 void phx_recovery_on_peer_up(phx_node_t *n, int peer, uint32_t inc)
 {
-    if (n->rec && n->rec->on_peer_up)
+    if (live(n) && n->rec->on_peer_up)
         n->rec->on_peer_up(n->rec_st, peer, inc);
 }
 
@@ -156,13 +178,13 @@ int phx_recovery_rejoining(const phx_node_t *n)
 void phx_recovery_worker_pause(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt)
 {
     phx_node_t *n = w->node;
-    if (n->rec && n->rec->worker_pause)
+    if (live(n) && n->rec->worker_pause)
         n->rec->worker_pause(n->rec_st, w, lh, lt);
 }
 
 void phx_recovery_stop(phx_node_t *n)
 {
-    if (n->rec && n->rec->stop)
+    if (live(n) && n->rec->stop)
         n->rec->stop(n->rec_st);
 }
 
@@ -176,7 +198,7 @@ void phx_recovery_free(phx_node_t *n)
 void phx_checkpoint(phx_ctx_t *c)
 {
     phx_node_t *n = c->w->node;
-    if (!n->rec || !n->rec->on_checkpoint)
+    if (!live(n) || !n->rec->on_checkpoint)
         return;   /* no checkpointing mode: nothing to do */
     phx_msg_t *m = phx_msg_alloc(0);
     if (!m) {
@@ -192,6 +214,6 @@ void phx_checkpoint(phx_ctx_t *c)
 static void call_checkpoint(phx_node_t *n, phx_msg_t *m)
 {
     phx_msg_free(m);
-    if (n->rec && n->rec->on_checkpoint)
+    if (live(n) && n->rec->on_checkpoint)
         n->rec->on_checkpoint(n->rec_st);
 }

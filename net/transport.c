@@ -1,6 +1,9 @@
 #include "transport.h"
 
 #include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +61,9 @@ typedef struct conn {
     buf_t rbuf;
     int closing, got_bye, up;
     int dialed;                 /* we dialled peer's address (else accepted) */
+    struct conn *prev, *next;   /* every open connection (phx_net.conns) */
+    int hs_on;                  /* handshake begun (connected), hs_start valid */
+    uint64_t hs_start;          /* loop ms the handshake began */
     uint64_t nrecv;             /* sequenced frames delivered on this connection */
     /* A large frame being received straight into its consumer's buffer
      * (cb.on_claim); rbuf is empty meanwhile. The payload crc runs over
@@ -122,6 +128,12 @@ struct phx_net {
     uv_timer_t ack_timer;       /* ACK_DELAY_MS for idle acks; armed on demand */
     int ack_armed;
     int nconns, stop_timer_open;
+    /* Every connection not yet freed, authenticated or not: stop closes
+     * them all, so that nothing, not even a client that connects and never
+     * speaks, keeps the loop alive. hs_timer closes a handshake not done
+     * within hb-timeout (it is armed while one is pending). */
+    conn_t *conns;
+    uv_timer_t hs_timer;
     uint64_t bad_conns;         /* connections closed for a violation or failed auth */
     uint64_t stale_frames;      /* frames of another incarnation than the peer's current one */
     /* recovery=cr, restart-on=respawn: a rank declared dead may come back
@@ -198,6 +210,12 @@ static void conn_closed(uv_handle_t *h)
 {
     conn_t *c = (conn_t *)h;
     phx_net_t *n = c->net;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        n->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
     phx_auth_destroy(c->auth);
     free(c->rbuf.data);
     free(c);
@@ -904,6 +922,10 @@ static conn_t *conn_new(phx_net_t *n, peer_t *p)
     uv_tcp_init(n->loop, &c->tcp);
     n->handles++;
     n->nconns++;
+    c->next = n->conns;
+    if (n->conns)
+        n->conns->prev = c;
+    n->conns = c;
     uv_tcp_nodelay(&c->tcp, 1);
     int rc = phx_auth_create(n->secret, n->secret_len, (uint32_t)n->rank, n->inc, n->cfg->job_id,
                              p ? p->rank : -1, &c->auth);
@@ -916,8 +938,45 @@ static conn_t *conn_new(phx_net_t *n, peer_t *p)
     return c;
 }
 
+static void on_hs_timer(uv_timer_t *t);
+
+/* Arms hs_timer for the earliest pending handshake deadline, if any. */
+static void hs_arm(phx_net_t *n)
+{
+    uint64_t now = uv_now(n->loop), dl = (uint64_t)n->cfg->hb_timeout_ms, next = UINT64_MAX;
+    for (conn_t *c = n->conns; c; c = c->next)
+        if (!c->up && !c->closing && c->hs_on) {
+            uint64_t due = c->hs_start + dl;
+            due = due > now ? due - now : 0;
+            if (due < next)
+                next = due;
+        }
+    if (next != UINT64_MAX && !n->stopping)
+        uv_timer_start(&n->hs_timer, on_hs_timer, next, 0);
+}
+
+static void on_hs_timer(uv_timer_t *t)
+{
+    phx_net_t *n = t->data;
+    uint64_t now = uv_now(n->loop), dl = (uint64_t)n->cfg->hb_timeout_ms;
+    char why[64];
+    snprintf(why, sizeof why, "no handshake within %llu ms", (unsigned long long)dl);
+    for (conn_t *c = n->conns, *next; c; c = next) {
+        next = c->next;   /* c stays listed until its close completes */
+        if (!c->up && !c->closing && c->hs_on && now >= c->hs_start + dl)
+            conn_close(c, why);
+    }
+    hs_arm(n);
+}
+
 static int conn_begin(conn_t *c)
 {
+    /* A live peer answers within a round trip; a silent caller must not
+     * hold a connection (and, at stop, the loop) open. */
+    c->hs_on = 1;
+    c->hs_start = uv_now(c->net->loop);
+    if (!uv_is_active((uv_handle_t *)&c->net->hs_timer))
+        hs_arm(c->net);
     uint8_t hello[64];
     int len = phx_auth_hello(c->auth, hello, sizeof hello);
     if (len < 0)
@@ -1151,6 +1210,31 @@ static int resolve(const char *host, int port, struct sockaddr_storage *out)
     return 0;
 }
 
+/* The launcher's socket, already bound to our port (and listening): it
+ * must be a TCP socket on exactly that port, or peers would dial in vain.
+ * The listener owns it from here on, also on failure. 1 if it is not
+ * such a socket, else uv_tcp_open's code. */
+static int adopt_listener(phx_net_t *n, int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int type = 0;
+    socklen_t tl = sizeof type;
+    const struct sockaddr_in *want = (const struct sockaddr_in *)&n->peers[n->rank].addr;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM ||
+        (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+        (ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                 : ((struct sockaddr_in6 *)&ss)->sin6_port) != want->sin_port) {
+        close(fd);
+        return 1;
+    }
+    int rc = uv_tcp_open(&n->listener, fd);
+    if (rc)
+        close(fd);
+    return rc;
+}
+
 int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secret,
                   size_t secret_len, uint32_t inc, const phx_net_cb_t *cb, phx_net_t **out)
 {
@@ -1197,7 +1281,9 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
     n->stop_timer_open = 1;
     uv_timer_init(loop, &n->ack_timer);
     n->ack_timer.data = n;
-    n->handles += 4;
+    uv_timer_init(loop, &n->hs_timer);
+    n->hs_timer.data = n;
+    n->handles += 5;
     for (int r = 0; r < n->size; r++) {
         uv_timer_init(loop, &n->peers[r].retry);
         n->peers[r].retry.data = &n->peers[r];
@@ -1233,17 +1319,21 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
     *out = n;
 
     if (n->size == 1) {
+        if (cfg->listen_fd >= 0)
+            close(cfg->listen_fd);   /* nobody will call */
         n->all_up = 1;
         if (cb->on_all_up)
             cb->on_all_up(cb->ctx);
         return 0;
     }
-    int rc = uv_tcp_bind(&n->listener, (struct sockaddr *)&n->peers[n->rank].addr, 0);
+    int rc = cfg->listen_fd >= 0 ? adopt_listener(n, cfg->listen_fd)
+                                 : uv_tcp_bind(&n->listener, (struct sockaddr *)&n->peers[n->rank].addr, 0);
     if (!rc)
         rc = uv_listen((uv_stream_t *)&n->listener, 1024, on_accept);
     if (rc) {
-        PHX_ERROR("net", "cannot listen on %s:%d: %s", cfg->peers[n->rank].host,
-                  cfg->peers[n->rank].port, uv_strerror(rc));
+        PHX_ERROR("net", "cannot listen on %s:%d%s: %s", cfg->peers[n->rank].host, cfg->peers[n->rank].port,
+                  cfg->listen_fd >= 0 ? " (socket PHX_LISTEN_FD from the launcher)" : "",
+                  rc == 1 ? "not a TCP socket bound to that port" : uv_strerror(rc));
         return PHX_EIO;
     }
     uv_timer_start(&n->deadline, on_deadline, (uint64_t)cfg->startup_timeout_ms, 0);
@@ -1385,9 +1475,10 @@ uint64_t phx_net_queued(const phx_net_t *n, int peer)
 static void on_stop_timeout(uv_timer_t *t)
 {
     phx_net_t *n = t->data;
-    for (int r = 0; r < n->size; r++)
-        if (n->peers[r].conn)
-            conn_close(n->peers[r].conn, NULL);
+    for (conn_t *c = n->conns, *next; c; c = next) {
+        next = c->next;
+        conn_close(c, NULL);
+    }
 }
 
 static void close_rest(phx_net_t *n)
@@ -1399,6 +1490,7 @@ static void close_rest(phx_net_t *n)
     uv_close((uv_handle_t *)&n->listener, handle_closed);
     uv_close((uv_handle_t *)&n->prepare, handle_closed);
     uv_close((uv_handle_t *)&n->ack_timer, handle_closed);
+    uv_close((uv_handle_t *)&n->hs_timer, handle_closed);
 }
 
 void phx_net_stop(phx_net_t *n, void (*done)(void *), void *ctx)
@@ -1424,6 +1516,13 @@ void phx_net_stop(phx_net_t *n, void (*done)(void *), void *ctx)
             peer_flush(p);
         if (!p->writing)
             conn_close(p->conn, NULL);
+    }
+    /* The rest: accepted connections not (yet) a peer's, whatever their
+     * handshake's state. */
+    for (conn_t *c = n->conns, *next; c; c = next) {
+        next = c->next;
+        if (!(c->peer && c->peer->conn == c))
+            conn_close(c, NULL);
     }
     /* Unflushed peers close from on_written; the stop timer bounds the wait. */
     uv_close((uv_handle_t *)&n->deadline, handle_closed);

@@ -6,7 +6,11 @@
  * construction (a sum of per-cell hashes), so `--seq` (one process, one
  * array) must print the same value.
  *
- * Usage: jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [--seq [-P nodes]]
+ * Usage: jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [-H iter -g FILE] [--seq [-P nodes]]
+ *   -H, -g  a test's gate: after iteration H, the checkpoint due next and
+ *           the job's end wait until FILE exists ({"ev":"jacobi_hold"}
+ *           logged at H): a kill lands between two checkpoints by
+ *           construction. The blocks run on meanwhile.
  * Progress: the main task writes {"ev":"jacobi_iter","iter":k} to the event
  * log once iteration k's residual is complete (test triggers wait on it). */
 #include <inttypes.h>
@@ -14,18 +18,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/eventlog.h"
 #include "core/phalanx.h"
 #include "phx_err.h"
 
-enum { T_START, T_GHOST, T_RES, T_FINAL };
+enum { T_START, T_GHOST, T_RES, T_FINAL, T_POLL };
 enum { S_N, S_S, S_W, S_E };   /* sides of a block */
 
-typedef struct params { int n, iters, v, ckpt_every, nodes; } params_t;
+typedef struct params { int n, iters, v, ckpt_every, nodes, hold; } params_t;
 
-static params_t P = { 256, 200, 4, 0, 1 };   /* main task / --seq only */
+static params_t P = { 256, 200, 4, 0, 1, -1 };   /* main task / --seq only */
 static int blk_type, main_type;
+static const char *GATE;   /* set on every node: a restored main finds it too */
+
+static int gate_open(void) { return !GATE || access(GATE, F_OK) == 0; }
 
 /* One formula for both modes: the same operation order gives the same bits. */
 static inline double stencil(double n, double s, double w, double e) { return 0.25 * ((n + s) + (w + e)); }
@@ -305,6 +314,7 @@ static int blk_unpack(void *st, const void *buf, size_t len)
 typedef struct mst {
     params_t p;
     int nb, win, done, nfinal;
+    int ckpt_due, end_held;     /* waiting for the gate (-H, -g) */
     uint64_t sum;
     uint64_t t0;
     double last_res;
@@ -334,18 +344,23 @@ static int parse_args(int argc, char **argv, int *seq)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int *dst = !strcmp(a, "-N") ? &P.n : !strcmp(a, "-i") ? &P.iters : !strcmp(a, "-V") ? &P.v
-                 : !strcmp(a, "-c") ? &P.ckpt_every : !strcmp(a, "-P") ? &P.nodes : NULL;
+                 : !strcmp(a, "-c") ? &P.ckpt_every : !strcmp(a, "-P") ? &P.nodes : !strcmp(a, "-H") ? &P.hold
+                 : NULL;
         if (!strcmp(a, "--seq")) {
             *seq = 1;
+        } else if (!strcmp(a, "-g") && i + 1 < argc) {
+            GATE = argv[++i];
         } else if (dst && i + 1 < argc) {
             *dst = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [--seq [-P nodes]]\n");
+            fprintf(stderr, "usage: jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [-H iter -g FILE] "
+                            "[--seq [-P nodes]]\n");
             return -1;
         }
     }
-    if (P.n < 4 || P.iters < 1 || P.v < 1 || P.nodes < 1 || P.ckpt_every < 0) {
-        fprintf(stderr, "jacobi: bad parameters\n");
+    if (P.n < 4 || P.iters < 1 || P.v < 1 || P.nodes < 1 || P.ckpt_every < 0 || P.hold < -1 ||
+        (P.hold >= 0) != !!GATE) {
+        fprintf(stderr, "jacobi: bad parameters (-H and -g go together)\n");
         return -1;
     }
     return 0;
@@ -410,8 +425,15 @@ static void main_res(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_
         s->last_res = sqrt(sum);
         s->done++;
         phx_evlog("jacobi_iter", "\"iter\":%d", s->done);
+        if (s->done == s->p.hold)
+            phx_evlog("jacobi_hold", "\"iter\":%d", s->done);
         if (s->p.ckpt_every && s->done % s->p.ckpt_every == 0 && s->done < s->p.iters)
+            s->ckpt_due = 1;
+        /* A checkpoint held by the gate is taken at the first residual after it opens. */
+        if (s->ckpt_due && (s->p.hold < 0 || s->done <= s->p.hold || gate_open())) {
+            s->ckpt_due = 0;
             phx_checkpoint(c);
+        }
     }
 }
 
@@ -420,6 +442,28 @@ static void report(const params_t *p, double res, uint64_t sum, double ms)
     printf("jacobi N=%d iters=%d blocks=%d residual=%.17g checksum=%016" PRIx64 " (%.1f ms)\n", p->n, p->iters,
            p->v * p->nodes, res, sum, ms);
     fflush(stdout);
+}
+
+/* Polls the gate once a millisecond by a message to itself (as tdk's gate). */
+static void main_poll(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t len)
+{
+    mst_t *s = st;
+    (void)src; (void)m; (void)len;
+    if (!s->end_held)
+        return;
+    if (gate_open()) {
+        s->end_held = 0;
+        report(&s->p, s->last_res, s->sum, (double)(phx_now_ns() - s->t0) / 1e6);
+        phx_exit(c, 0);
+        return;
+    }
+    struct timespec ts = { 0, 1000000 };
+    nanosleep(&ts, NULL);
+    int rc = phx_send(c, phx_self(c), T_POLL, NULL, 0);
+    if (rc) {
+        fprintf(stderr, "jacobi: main task cannot poll its gate: %s\n", phx_strerror(rc));
+        phx_exit(c, 1);
+    }
 }
 
 static void main_final(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t len)
@@ -431,6 +475,11 @@ static void main_final(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, siz
     s->sum += f.sum;   /* modular sum: order-independent, exact */
     if (++s->nfinal < s->nb)
         return;
+    if (s->p.hold >= 0 && s->done >= s->p.hold && !gate_open()) {   /* the end waits for the gate too */
+        s->end_held = 1;
+        main_poll(c, st, PHX_TID_NONE, NULL, 0);
+        return;
+    }
     report(&s->p, s->last_res, s->sum, (double)(phx_now_ns() - s->t0) / 1e6);
     phx_exit(c, 0);
 }
@@ -533,9 +582,12 @@ static int run_seq(void)
 int main(int argc, char **argv)
 {
     int seq = 0;
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seq"))
             seq = 1;
+        if (!strcmp(argv[i], "-g") && i + 1 < argc)
+            GATE = argv[i + 1];
+    }
     if (seq) {
         if (parse_args(argc, argv, &seq))
             return 2;
@@ -546,7 +598,7 @@ int main(int argc, char **argv)
                       .handlers = { [T_START] = blk_start, [T_GHOST] = blk_ghost } };
     phx_type_t mt = { .name = "jacobi_main", .state_size = sizeof(mst_t), .init = main_init, .fini = main_fini,
                       .pack = main_pack, .unpack = main_unpack,
-                      .handlers = { [T_RES] = main_res, [T_FINAL] = main_final } };
+                      .handlers = { [T_RES] = main_res, [T_FINAL] = main_final, [T_POLL] = main_poll } };
     blk_type = phx_register_type(&bt);
     main_type = phx_register_type(&mt);
     /* The main task parses the program's argv (phx_main strips the

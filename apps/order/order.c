@@ -14,7 +14,17 @@
  * order would re-derive different payloads than its survivors received:
  * the pair would differ, and the job says INCONSISTENT and exits 3.
  *
- * Usage: order [-V tasks/node] [-k hops] [-c ticks per checkpoint]
+ * START comes from main, tokens from other tasks: they race, so a token can
+ * be delivered before the task knows the job; it waits in the task's state
+ * until START and is folded in then, in delivery order.
+ *
+ * Usage: order [-V tasks/node] [-k hops] [-c ticks per checkpoint] [-L 0|1]
+ *              [-H TICK -g FILE]
+ *   -L 1  START travels along a line (main to task 0, task i to i+1), so
+ *         most tasks get tokens before their START (the race, made certain)
+ *   -H, -g  a test's gate: from tick TICK on, the checkpoint due next and
+ *         the job's end wait until FILE exists ({"ev":"order_hold"} logged
+ *         at TICK): a kill lands between two checkpoints by construction
  * Prints: order tasks=P tokens=T hops=K consistent=yes checksum=X
  * Progress: {"ev":"order_tick","n":k} in the event log (k = ticks: one per
  * 64 deliveries of any task); main asks for a checkpoint every c ticks. */
@@ -22,32 +32,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/eventlog.h"
 #include "core/phalanx.h"
+#include "phx_err.h"
 
 #define MAXP 64
-enum { T_START, T_TOK, T_DONE, T_TICK, T_ASK, T_REPORT };
+enum { T_START, T_TOK, T_DONE, T_TICK, T_ASK, T_REPORT, T_POLL };
 
 typedef struct tok { uint32_t id, hop; uint64_t val; } tok_t;
+typedef struct early { phx_tid_t src; tok_t k; } early_t;
 typedef struct task {
-    uint32_t idx, p, hops;
+    uint32_t idx, p, hops, started, nearly;
     uint64_t h, delivered;
     phx_tid_t main;
     phx_tid_t tids[MAXP];
     uint64_t sent[MAXP], recv[MAXP];   /* stream hashes per peer index */
+    early_t early[2 * MAXP];           /* tokens delivered before START: at most all 2P */
 } task_t;
 typedef struct report { uint32_t idx; uint64_t sent[MAXP], recv[MAXP]; } report_t;
 typedef struct mainst {
     uint32_t p, tokens, hops, ckpt_every, done, reports, ticks;
+    uint32_t ckpt_due, end_held;   /* waiting for the gate (-H, -g) */
     uint64_t sum;
     phx_tid_t tids[MAXP];
     uint64_t sent[MAXP][MAXP], recv[MAXP][MAXP];
 } mainst_t;
-typedef struct start_msg { uint32_t p, hops; phx_tid_t main; phx_tid_t tids[MAXP]; } start_msg_t;
+typedef struct start_msg { uint32_t p, hops, line; phx_tid_t main; phx_tid_t tids[MAXP]; } start_msg_t;
 
 static int task_type, main_type;
-static uint32_t V = 4, HOPS = 400, CKPT_EVERY = 8;
+static uint32_t V = 4, HOPS = 400, CKPT_EVERY = 8, LINE, HOLD = UINT32_MAX;
+static const char *GATE;   /* every node parses argv: a restored main finds it too */
+
+static int gate_open(void) { return !GATE || access(GATE, F_OK) == 0; }
 
 static uint64_t mix(uint64_t z)
 {
@@ -65,11 +84,39 @@ static uint32_t index_of(const task_t *t, phx_tid_t id)
     return UINT32_MAX;
 }
 
+/* A lost token would leave the job quiescent with no result: say so and fail. */
+static void osend(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len)
+{
+    int rc = phx_send(c, dst, tag, buf, len);
+    if (rc) {
+        fprintf(stderr, "order: send of tag %d to %#llx failed: %s\n", tag, (unsigned long long)dst,
+                phx_strerror(rc));
+        phx_exit(c, 1);
+    }
+}
+
 static void send_tok(phx_ctx_t *c, task_t *t, tok_t k)
 {
     uint32_t to = (uint32_t)(t->h % t->p);
     t->sent[to] = mix(t->sent[to] ^ k.val ^ ((uint64_t)k.id << 32 | k.hop));
-    phx_send(c, t->tids[to], T_TOK, &k, sizeof k);
+    osend(c, t->tids[to], T_TOK, &k, sizeof k);
+}
+
+/* Folds one delivered token into the chain and passes it on. */
+static void fold(phx_ctx_t *c, task_t *t, phx_tid_t src, tok_t k)
+{
+    uint32_t from = index_of(t, src);
+    if (from < t->p)
+        t->recv[from] = mix(t->recv[from] ^ k.val ^ ((uint64_t)k.id << 32 | k.hop));
+    t->h = mix(t->h ^ k.val ^ src);   /* the order-sensitive state */
+    k.hop++;
+    k.val = t->h;
+    if (++t->delivered % 64 == 0)
+        osend(c, t->main, T_TICK, NULL, 0);
+    if (k.hop >= t->hops)
+        osend(c, t->main, T_DONE, &k, sizeof k);
+    else
+        send_tok(c, t, k);
 }
 
 static void on_start(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
@@ -77,18 +124,24 @@ static void on_start(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_
     (void)src;
     task_t *t = st;
     const start_msg_t *s = m;
-    if (n != sizeof *s)
+    if (n != sizeof *s || t->started)
         return;
+    t->started = 1;
     t->p = s->p;
     t->hops = s->hops;
     t->main = s->main;
     memcpy(t->tids, s->tids, sizeof t->tids);
+    if (s->line && t->idx + 1 < t->p)
+        osend(c, t->tids[t->idx + 1], T_START, s, sizeof *s);
     t->h = mix(t->idx + 1);
     for (uint32_t j = 0; j < 2; j++) {   /* two tokens each */
         tok_t k = { t->idx * 2 + j, 0, mix(t->h + j) };
         t->h = mix(t->h ^ k.val);
         send_tok(c, t, k);
     }
+    for (uint32_t i = 0; i < t->nearly; i++)
+        fold(c, t, t->early[i].src, t->early[i].k);
+    t->nearly = 0;
 }
 
 static void on_tok(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
@@ -98,18 +151,17 @@ static void on_tok(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t 
     if (n != sizeof k)
         return;
     memcpy(&k, m, sizeof k);
-    uint32_t from = index_of(t, src);
-    if (from < t->p)
-        t->recv[from] = mix(t->recv[from] ^ k.val ^ ((uint64_t)k.id << 32 | k.hop));
-    t->h = mix(t->h ^ k.val ^ src);   /* the order-sensitive state */
-    k.hop++;
-    k.val = t->h;
-    if (++t->delivered % 64 == 0)
-        phx_send(c, t->main, T_TICK, NULL, 0);
-    if (k.hop >= t->hops)
-        phx_send(c, t->main, T_DONE, &k, sizeof k);
-    else
-        send_tok(c, t, k);
+    if (t->started) {
+        fold(c, t, src, k);
+        return;
+    }
+    if (t->nearly == sizeof t->early / sizeof t->early[0]) {   /* more tokens than exist */
+        fprintf(stderr, "order: task %u got more than %zu tokens before START\n", t->idx,
+                sizeof t->early / sizeof t->early[0]);
+        phx_exit(c, 1);
+        return;
+    }
+    t->early[t->nearly++] = (early_t){ src, k };
 }
 
 static void on_ask(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
@@ -122,7 +174,7 @@ static void on_ask(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t 
     r->idx = t->idx;
     memcpy(r->sent, t->sent, sizeof r->sent);
     memcpy(r->recv, t->recv, sizeof r->recv);
-    phx_send(c, t->main, T_REPORT, r, sizeof *r);
+    osend(c, t->main, T_REPORT, r, sizeof *r);
     free(r);
 }
 
@@ -155,10 +207,11 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t n)
     }
     m->p = s->p;
     m->hops = s->hops;
+    m->line = LINE;
     m->main = phx_self(c);
     memcpy(m->tids, s->tids, sizeof m->tids);
-    for (uint32_t i = 0; i < s->p; i++)
-        phx_send(c, s->tids[i], T_START, m, sizeof *m);
+    for (uint32_t i = 0; i < (LINE ? 1 : s->p); i++)
+        osend(c, s->tids[i], T_START, m, sizeof *m);
     free(m);
 }
 
@@ -168,8 +221,15 @@ static void on_tick(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
     mainst_t *s = st;
     s->ticks++;
     phx_evlog("order_tick", "\"n\":%u", s->ticks);
+    if (s->ticks == HOLD)
+        phx_evlog("order_hold", "\"tick\":%u", s->ticks);
     if (s->ckpt_every && s->ticks % s->ckpt_every == 0)
+        s->ckpt_due = 1;
+    /* A checkpoint held by the gate is taken at the first tick after it opens. */
+    if (s->ckpt_due && (s->ticks <= HOLD || gate_open())) {
+        s->ckpt_due = 0;
         phx_checkpoint(c);
+    }
 }
 
 static void on_done(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
@@ -183,20 +243,11 @@ static void on_done(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
     s->sum += k.val;
     if (++s->done == s->tokens)
         for (uint32_t i = 0; i < s->p; i++)
-            phx_send(c, s->tids[i], T_ASK, NULL, 0);
+            osend(c, s->tids[i], T_ASK, NULL, 0);
 }
 
-static void on_report(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+static void finish(phx_ctx_t *c, mainst_t *s)
 {
-    (void)src;
-    mainst_t *s = st;
-    const report_t *r = m;
-    if (n != sizeof *r || r->idx >= s->p)
-        return;
-    memcpy(s->sent[r->idx], r->sent, sizeof r->sent);
-    memcpy(s->recv[r->idx], r->recv, sizeof r->recv);
-    if (++s->reports < s->p)
-        return;
     uint32_t bad = 0;
     for (uint32_t i = 0; i < s->p; i++)
         for (uint32_t j = 0; j < s->p; j++)
@@ -211,12 +262,52 @@ static void on_report(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size
     phx_exit(c, bad ? 3 : 0);
 }
 
+static void on_report(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    (void)src;
+    mainst_t *s = st;
+    const report_t *r = m;
+    if (n != sizeof *r || r->idx >= s->p)
+        return;
+    memcpy(s->sent[r->idx], r->sent, sizeof r->sent);
+    memcpy(s->recv[r->idx], r->recv, sizeof r->recv);
+    if (++s->reports < s->p)
+        return;
+    if (s->ticks >= HOLD && !gate_open()) {   /* the end waits for the gate too */
+        s->end_held = 1;
+        osend(c, phx_self(c), T_POLL, NULL, 0);
+        return;
+    }
+    finish(c, s);
+}
+
+/* Polls the gate once a millisecond by a message to itself (as tdk's gate). */
+static void on_poll(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    (void)src, (void)m, (void)n;
+    mainst_t *s = st;
+    if (!s->end_held)
+        return;
+    if (gate_open()) {
+        s->end_held = 0;
+        finish(c, s);
+        return;
+    }
+    struct timespec ts = { 0, 1000000 };
+    nanosleep(&ts, NULL);
+    osend(c, phx_self(c), T_POLL, NULL, 0);
+}
+
 int main(int argc, char **argv)
 {
-    const char *usage = "order [-V tasks/node] [-k hops] [-c ticks per checkpoint]";
+    const char *usage = "order [-V tasks/node] [-k hops] [-c ticks per checkpoint] [-L 0|1] [-H TICK -g FILE]";
     for (int i = 1; i < argc; i++) {
         if (!strncmp(argv[i], "--phx-", 6))
             continue;
+        if (!strcmp(argv[i], "-g") && i + 1 < argc) {
+            GATE = argv[++i];
+            continue;
+        }
         uint64_t v;
         if (i + 1 >= argc || phx_arg_u64(argv[i + 1], 0, 1000000, &v))
             return phx_usage_error(usage, "bad argument '%s'", argv[i]);
@@ -226,15 +317,22 @@ int main(int argc, char **argv)
             HOPS = (uint32_t)v;
         else if (!strcmp(argv[i], "-c"))
             CKPT_EVERY = (uint32_t)v;
+        else if (!strcmp(argv[i], "-L") && v <= 1)
+            LINE = (uint32_t)v;
+        else if (!strcmp(argv[i], "-H"))
+            HOLD = (uint32_t)v;
         else
             return phx_usage_error(usage, "bad argument '%s %s'", argv[i], argv[i + 1]);
         i++;
     }
+    if ((HOLD == UINT32_MAX) != !GATE)
+        return phx_usage_error(usage, "-H and -g go together");
     phx_type_t tt = { .name = "order-task", .state_size = sizeof(task_t), .init = task_init,
                       .handlers = { [T_START] = on_start, [T_TOK] = on_tok, [T_ASK] = on_ask } };
     task_type = phx_register_type(&tt);
     phx_type_t mt = { .name = "order-main", .state_size = sizeof(mainst_t), .init = main_init,
-                      .handlers = { [T_DONE] = on_done, [T_TICK] = on_tick, [T_REPORT] = on_report } };
+                      .handlers = { [T_DONE] = on_done, [T_TICK] = on_tick, [T_REPORT] = on_report,
+                                    [T_POLL] = on_poll } };
     main_type = phx_register_type(&mt);
     return phx_main(argc, argv, main_type, NULL, 0);
 }

@@ -70,9 +70,10 @@ int tdk_live(int node, int size);
 int tdk_send(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len);
 int tdk_spawn_on(phx_ctx_t *c, int type, int node, const void *arg, size_t len, phx_tid_t *out);
 
-/* --hold (hold.c). tdk_result sends a result to a parent, or keeps it on
- * this node while the gate is closed (any worker; 0 or a negative PHX_E*
- * code). tdk_hold_pending marks an interior cell created here: the first
+/* --hold (hold.c). tdk_result sends a result to a parent, or hands it to
+ * this node's gate while the gate is closed (any worker; 0 or a negative
+ * PHX_E* code), or returns 1 when no gate is known here yet: the caller
+ * keeps the result and tries again later. tdk_hold_pending marks an interior cell created here: the first
  * one while the gate is closed logs "tdk_hold". The gate type is
  * registered on every node; rank 0's main task starts one gate per node. */
 int tdk_result(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len);

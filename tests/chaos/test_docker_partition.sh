@@ -6,11 +6,9 @@
 #   - the majority (4 containers) finishes with the reference checksum
 #     (jacobi --seq), or every member exits with the same documented code
 #     and a message; each of them logs the notice of the cut-off rank;
-#   - the minority never prints a result and exits non-zero with a message;
-#     that it fences itself (exit 75) is a `todo`: the runtime has no
-#     quorum rule yet, so a node cut off alone declares its peers dead one
-#     by one and stops with what it then believes (recovery=cr: exit 78,
-#     "checkpoint lost"; see tools/chaos/README.md, "Partitions");
+#   - the minority never prints a result, fences itself (exit 75) and
+#     says it is on the minority side of a partition (core/ft.c quorum rule,
+#     tools/chaos/README.md "Partitions");
 #   - no hang (run.sh's bound), nothing of the test left behind.
 # The image is built offline under a tag of its own and removed at the end.
 # Skips (77) without a Docker engine or compose tool.
@@ -19,49 +17,24 @@ set -u
 BIN=$(cd "$1" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../integration/lib.sh"
-DK=$HERE/../../tools/docker
-BUILD=$(dirname "$BIN")
+. "$HERE/../integration/docker_lib.sh"
 N=5
 PROJ=phxpart-$$
-export PHX_IMAGE=phxpart-$$:local
-BGPIDS=""
 
-command -v docker >/dev/null 2>&1 || skip "no docker command"
-timeout 20 docker info >/dev/null 2>&1 || skip "no Docker engine (docker info failed)"
-docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 ||
-    skip "no docker compose / docker-compose tool"
+dk_require
+dk_init "$PROJ" "phxpart-$$:local"
 
-dk_cleanup() {
-    for p in $BGPIDS; do kill "$p" 2>/dev/null; done
-    local ids
-    ids=$(docker ps -aq --filter "name=^$PROJ-" 2>/dev/null)
-    [ -n "$ids" ] && docker rm -f $ids >/dev/null 2>&1
-    ids=$(docker network ls -q --filter "name=^${PROJ}_" 2>/dev/null)
-    [ -n "$ids" ] && docker network rm $ids >/dev/null 2>&1
-    docker image rm "$PHX_IMAGE" >/dev/null 2>&1
-    cleanup
-}
-trap dk_cleanup EXIT
-trap 'exit 130' INT TERM
-
-unset PHX_FT PHX_TD PHX_LOG PHX_EVENTLOG PHX_HB_PERIOD PHX_WORKERS PHX_RECOVERY \
-      PHX_SECRET PHX_SECRET_FILE PHX_DOCKER_SUBNET PHX_DOCKER_OUT PHX_DOCKER_PROJECT PHX_CONFIG
-HB_MS=$(hb_ms)
-export PHX_HB_TIMEOUT=$HB_MS
 # Start-up, 6000 iterations, detection and N - 1 silent declarations on
 # the minority side (about delta each): 60 s + 20 delta bounds it.
 export PHX_DOCKER_TIMEOUT=$((60 + 20 * HB_MS / 1000))
 SEED=${SEED:-$$}
 V=$(( 1 + SEED % (N - 1) ))
 ARGS="-N 96 -i 6000 -c 200"
-REF=$("$BIN/jacobi" --seq $ARGS -P $N | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p')
+REF=$(jacobi_ref $ARGS -P $N)
 [ -n "$REF" ] || { echo "FAIL - jacobi --seq printed no checksum"; exit 1; }
 echo "# $N containers, rank $V cut off (SEED=$SEED), delta $HB_MS ms, reference $REF"
 
-T=$(now_ms)
-id=$(timeout 120 "$DK/build-image.sh" "$BUILD" 2>"$TMP/build.err")
-check "image $PHX_IMAGE built offline ($(( $(now_ms) - T )) ms)" [ -n "$id" ]
-[ -n "$id" ] || { sed 's/^/#   /' "$TMP/build.err"; finish; exit; }
+dk_image || { finish; exit; }
 
 OUT=$TMP/job
 mkdir -p "$OUT/data"
@@ -69,7 +42,7 @@ T=$(now_ms)
 PHX_FT=1 PHX_LOG=info PHX_EVENTLOG=/data/ev.%r.jsonl PHX_DOCKER_OUT=$OUT PHX_DOCKER_PROJECT=$PROJ \
     timeout -k 10 $((PHX_DOCKER_TIMEOUT + 60)) "$DK/run.sh" $N jacobi --phx-recovery=cr $ARGS \
     >"$TMP/run.out" 2>"$TMP/run.err" &
-JB=$!; BGPIDS="$BGPIDS $JB"
+JB=$!; bgpid $JB
 if wait_event "$OUT/data/ev.0.jsonl" '"ev":"jacobi_iter","iter":500\}' $((60000 + 10 * HB_MS)) >/dev/null; then
     docker network disconnect "${PROJ}_phxnet" "$PROJ-node$V" 2>"$TMP/disc.err"; d=$?
     echo "# cut rank $V off at $(( $(now_ms) - T )) ms"
@@ -116,7 +89,7 @@ check "minority fences itself: exit 75 (got $mc)" [ "$mc" = 75 ]
 check "minority says it was cut off" grep -q "minority side of a partition" "$OUT/node$V.log"
 [ "$FAIL" = 0 ] || { sed 's/^/#   /' "$TMP/run.err"; grep -v 'WARN net' "$TMP/run.out" | tail -30 | sed 's/^/#   /'; }
 wait_for 20 sh -c "[ -z \"\$(docker ps -aq --filter name=^$PROJ-)\" ]"
-left=$( (docker ps -aq --filter "name=^$PROJ-"; docker network ls -q --filter "name=^${PROJ}_") | wc -l)
+left=$(dk_left)
 check "no container or network of the test left ($left)" [ "$left" = 0 ]
 [ "$FAIL" = 0 ] || { echo "# minority rank $V log:"; tail -n 25 "$OUT/node$V.log" | sed "s/^/#   /"; }
 finish

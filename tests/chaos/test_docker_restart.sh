@@ -14,50 +14,25 @@ set -u
 BIN=$(cd "$1" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../integration/lib.sh"
-DK=$HERE/../../tools/docker
-BUILD=$(dirname "$BIN")
+. "$HERE/../integration/docker_lib.sh"
 N=4
 PROJ=phxrestart-$$
-export PHX_IMAGE=phxrestart-$$:local
-BGPIDS=""
 
-command -v docker >/dev/null 2>&1 || skip "no docker command"
-timeout 20 docker info >/dev/null 2>&1 || skip "no Docker engine (docker info failed)"
-docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 ||
-    skip "no docker compose / docker-compose tool"
+dk_require
 PHX_HB_TIMEOUT=$(hb_ms) "$BIN/phx" run -n 1 "$BIN/jacobi" --phx-ft=1 --phx-recovery=cr \
     --phx-restart-on=respawn -N 32 -i 10 -V 1 >/dev/null 2>&1 ||
     skip "needs restart-on=respawn (issue 10): this build refuses it"
+dk_init "$PROJ" "phxrestart-$$:local"
 
-dk_cleanup() {
-    for p in $BGPIDS; do kill "$p" 2>/dev/null; done
-    local ids
-    ids=$(docker ps -aq --filter "name=^$PROJ-" 2>/dev/null)
-    [ -n "$ids" ] && docker rm -f $ids >/dev/null 2>&1
-    ids=$(docker network ls -q --filter "name=^${PROJ}_" 2>/dev/null)
-    [ -n "$ids" ] && docker network rm $ids >/dev/null 2>&1
-    docker image rm "$PHX_IMAGE" >/dev/null 2>&1
-    cleanup
-}
-trap dk_cleanup EXIT
-trap 'exit 130' INT TERM
-
-unset PHX_FT PHX_TD PHX_LOG PHX_EVENTLOG PHX_HB_PERIOD PHX_WORKERS PHX_RECOVERY PHX_RESTART_ON \
-      PHX_SECRET PHX_SECRET_FILE PHX_DOCKER_SUBNET PHX_DOCKER_OUT PHX_DOCKER_PROJECT PHX_CONFIG
-HB_MS=$(hb_ms)
-export PHX_HB_TIMEOUT=$HB_MS
 export PHX_DOCKER_TIMEOUT=$((60 + 20 * HB_MS / 1000))
 SEED=${SEED:-$$}
 V=$(( 1 + SEED % (N - 1) ))
 ARGS="-N 96 -i 6000 -c 200"
-REF=$("$BIN/jacobi" --seq $ARGS -P $N | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p')
+REF=$(jacobi_ref $ARGS -P $N)
 [ -n "$REF" ] || { echo "FAIL - jacobi --seq printed no checksum"; exit 1; }
 echo "# $N containers, rank $V crashes (SEED=$SEED), delta $HB_MS ms, reference $REF"
 
-T=$(now_ms)
-id=$(timeout 120 "$DK/build-image.sh" "$BUILD" 2>"$TMP/build.err")
-check "image $PHX_IMAGE built offline ($(( $(now_ms) - T )) ms)" [ -n "$id" ]
-[ -n "$id" ] || { sed 's/^/#   /' "$TMP/build.err"; finish; exit; }
+dk_image || { finish; exit; }
 
 OUT=$TMP/job
 mkdir -p "$OUT/data"
@@ -65,7 +40,7 @@ T=$(now_ms)
 PHX_FT=1 PHX_LOG=info PHX_RECOVERY=cr PHX_RESTART_ON=respawn PHX_INCARNATION_FILE=/tmp/phx-inc.%r \
 PHX_EVENTLOG=/data/ev.%r.jsonl PHX_DOCKER_RESTART=on-failure:3 PHX_DOCKER_OUT=$OUT PHX_DOCKER_PROJECT=$PROJ \
     timeout -k 10 $((PHX_DOCKER_TIMEOUT + 60)) "$DK/run.sh" $N jacobi $ARGS >"$TMP/run.out" 2>"$TMP/run.err" &
-JB=$!; BGPIDS="$BGPIDS $JB"
+JB=$!; bgpid $JB
 if wait_event "$OUT/data/ev.0.jsonl" '"ev":"jacobi_iter","iter":500\}' $((60000 + 10 * HB_MS)) >/dev/null; then
     pid=$(docker inspect -f '{{.State.Pid}}' "$PROJ-node$V" 2>/dev/null)
     check "rank $V's container process ($pid) SIGKILLed at iteration 500" kill -9 "${pid:-0}"
@@ -84,6 +59,6 @@ check "every node, the restarted one included, exits 0 (run.sh rc $rc)" all0
 sums=$(cat "$OUT"/node*.log 2>/dev/null | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' | sort -u)
 check "checksum ${sums:-none} equals the reference $REF" [ "$sums" = "$REF" ]
 [ "$FAIL" = 0 ] || { sed 's/^/#   /' "$TMP/run.err"; grep -v 'WARN net' "$TMP/run.out" | tail -30 | sed 's/^/#   /'; }
-left=$( (docker ps -aq --filter "name=^$PROJ-"; docker network ls -q --filter "name=^${PROJ}_") | wc -l)
+left=$(dk_left)
 check "no container or network of the test left ($left)" [ "$left" = 0 ]
 finish

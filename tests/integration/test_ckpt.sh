@@ -7,6 +7,9 @@
 # Kills land by construction: the test waits for a jacobi_iter line in the
 # JSON event log before SIGKILL, or the node kills itself at a protocol
 # point (PHX_CKPT_DIE=RANK:EPOCH:stored|rollback).
+# Then fib (by phx_exit and by quiescence) and tdk (by quiescence: td=cut,
+# decided on a checkpoint's cut), each killed inside the work and compared
+# with the fault-free answer.
 # Usage: test_ckpt.sh BINDIR
 set -u
 BIN=$1
@@ -165,8 +168,7 @@ check "another program's checkpoint: says foreign" grep -q "foreign" "$DIR/err"
 # Automatic checkpoints every second (epoch 1 is taken at job start); rank 3
 # kills itself while storing epoch 2, about a second into a run of several
 # (longer under load, while the timer is not), so the job cannot end without
-# recovering: rollback to epoch 1. fib ends by phx_exit (--exit): cr runs
-# without a termination detector.
+# recovering: rollback to epoch 1. fib ends by phx_exit (--exit).
 DIR=$TMP/fib
 mkdir -p "$DIR"
 PHX_CKPT_DIE=3:2:stored timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" "$BIN/fib" 28 --exit \
@@ -176,5 +178,89 @@ RC=$?
 check "fib under cr, rank 3 killed: exit 0 (got $RC)" [ "$RC" = 0 ]
 check "fib under cr: fault-free answer" grep -q "fib(28) = 317811 .* OK" "$DIR/out"
 check "fib under cr: recovered" logged '"ev":"recovery_done"'
+# The same without --exit: fib ends by quiescence (td=cut), which is only
+# ever declared at a committed cut; epoch 2 never commits with rank 3, so
+# the job cannot end without recovering. A line printed before the kill is
+# printed again after the rollback: the last one is the answer.
+DIR=$TMP/fib-q
+mkdir -p "$DIR"
+PHX_CKPT_DIE=3:2:stored timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" "$BIN/fib" 24 \
+    --phx-ft=1 --phx-recovery=cr --phx-eventlog="$DIR/ev.%r.jsonl" >"$DIR/out" 2>"$DIR/err"
+RC=$?
+check "fib by quiescence under cr, rank 3 killed at epoch 2: exit 0 (got $RC)" [ "$RC" = 0 ]
+check "fib by quiescence: fault-free answer" sh -c "grep 'fib(24)' '$DIR/out' | tail -1 | grep -q 'fib(24) = 46368 .* OK'"
+check "fib by quiescence: recovered, then ended at a cut" \
+    sh -c "grep -qs '\"ev\":\"recovery_done\"' '$DIR'/ev.*.jsonl && grep -qs '\"td\":\"cut\"' '$DIR'/ev.*.jsonl"
+
+# ---- tdk (ends by quiescence) under cr ------------------------------------------
+# No task calls phx_exit: the job ends when a checkpoint's cut finds no
+# message queued anywhere (td=cut, ft/ckpt/quiet.h). The answer line
+# (tree size, depth, integral bit for bit) must equal the fault-free run's.
+TDK_ARGS="project 1e-9"
+# tdk_run NAME [ENV...] -- [tdk args]: background job (JOBPID, DIR).
+tdk_run() {
+    DIR=$TMP/$1; shift
+    mkdir -p "$DIR"
+    local envs=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do envs+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    env "${envs[@]}" timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/tdk" "$@" \
+        --phx-ft=1 --phx-recovery=cr --phx-eventlog="$DIR/ev.%r.jsonl" >"$DIR/out" 2>"$DIR/err" &
+    JOBPID=$!
+    PIDS="$PIDS $JOBPID"
+}
+# The last result line: one printed before a kill is printed again after
+# the rollback re-runs its task (stdout is not rolled back), equal.
+answer() { sed -n 's/.*tdk \([a-z]*\): nodes=[0-9]* \(.*\) OK last_task.*/\1 \2/p' "$DIR/out" | sed 's/ relerr=[^ ]*//' | tail -1; }
+tdk_run tdk-clean -- $TDK_ARGS
+finish_job
+tdk_ref=$(answer)
+check "tdk clean: exit 0 (got $RC)" [ "$RC" = 0 ]
+check "tdk clean: the answer (${tdk_ref:-none}) is the sequential reference's (OK)" [ -n "$tdk_ref" ]
+check "tdk clean: ended by quiescence at a cut" logged '"ev":"td_declare","td":"cut"'
+# --hold GATE keeps every leaf's result at its node's gate task until GATE
+# exists: the work cannot finish before the kill. The victim logs tdk_hold
+# (it holds a pending cell) and commits epoch 2 (a checkpoint with held
+# results in it, ckpt-interval 1 s) before it is killed; then the gate opens.
+tdk_kill() {   # NAME VICTIM [phx flags]
+    local name=$1 v=$2; shift 2
+    tdk_run "$name" -- --hold "$TMP/$name/go" $TDK_ARGS --phx-ckpt-interval=1 "$@"
+    wait_for "$JOB_TIMEOUT" grep -qs '"ev":"tdk_hold"' "$DIR/ev.$v.jsonl" || fail "$name: rank $v never held"
+    wait_for "$JOB_TIMEOUT" grep -qs '"ev":"ckpt_commit","epoch":2,' "$DIR/ev.$v.jsonl" ||
+        fail "$name: epoch 2 never committed"
+    wait_for 5 test -s "$DIR/pids"
+    kill -9 "$(pid_of "$v")"
+    wait_for "$JOB_TIMEOUT" logged '"ev":"recovery_done"' || fail "$name: no recovery"
+    touch "$DIR/go"
+    finish_job
+    check "$name: exit 0 (got $RC)" [ "$RC" = 0 ]
+    check "$name: answer '$(answer)' equals the fault-free one" [ "$(answer)" = "$tdk_ref" ]
+    check "$name: rolled back to a checkpoint taken while holding (epoch >= 2)" \
+        grep -qs '"ev":"rollback","epoch":[2-9]' "$DIR"/ev.*.jsonl
+    check "$name: rank $v's state came from its buddy's copy" grep -qs "\"source\":\"buddy\",\"of\":$v," "$DIR"/ev.*.jsonl
+    check "$name: ended by quiescence at a cut" logged '"ev":"td_declare","td":"cut"'
+}
+tdk_kill tdk-kill3 3
+tdk_kill tdk-kill0 0   # the main task moves: its reference is recomputed there
+# walk: rank 3 dies storing epoch 2. The job can end only at a committed cut,
+# and epoch 2 never commits with it: the job cannot end without recovering.
+tdk_run tdk-walk-ref -- walk 20000 0.1 7
+finish_job
+walk_ref=$(answer)
+check "tdk walk clean: exit 0 (got $RC)" [ "$RC" = 0 ]
+check "tdk walk clean: answer ${walk_ref:-none} (OK)" [ -n "$walk_ref" ]
+tdk_run tdk-walk PHX_CKPT_DIE=3:2:stored -- walk 20000 0.1 7
+finish_job
+check "tdk walk, rank 3 killed at epoch 2: exit 0 (got $RC)" [ "$RC" = 0 ]
+check "tdk walk: answer '$(answer)' equals the fault-free one" [ "$(answer)" = "$walk_ref" ]
+check "tdk walk: recovered" logged '"ev":"recovery_done"'
+check "tdk walk: no wrong line" [ -z "$(grep -v ' OK ' "$DIR/out" | grep 'tdk walk')" ]
+# A detector whose counters cr cannot roll back is refused.
+DIR=$TMP/tdk-4c; mkdir -p "$DIR"
+timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n 2 "$BIN/tdk" ring 10 --phx-ft=1 --phx-recovery=cr --phx-td=4c \
+    >"$DIR/out" 2>"$DIR/err"
+RC=$?
+check "td=4c under cr: refused (rc $RC)" [ "$RC" != 0 ]
+check "td=4c under cr: says why" grep -qs "td=4c is not supported" "$DIR/err"
 
 finish

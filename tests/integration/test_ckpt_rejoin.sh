@@ -7,6 +7,7 @@
 # work by construction); the checksum must be bit-identical to the
 # sequential reference, which equals the fault-free distributed run (it_ckpt
 # checks that). A rank that does not come back ends the job with exit 78.
+# tdk (a job that ends by quiescence) gets one kill with each as well.
 # PHX_CKPT_DIE=RANK:INC:rejoin makes incarnation INC of RANK die at start.
 # Usage: test_ckpt_rejoin.sh BINDIR
 set -u
@@ -126,6 +127,38 @@ check "spare: the spare (rank 8) restored rank 3's tasks from its buddy's copy" 
 hosts=$(grep -ls '"tasks":[1-9][0-9]*,"source":"buddy","of":3,' "$DIR"/ev.*.jsonl | wc -l)
 check "spare: nobody else took rank 3's tasks ($hosts hosts)" [ "$hosts" = 1 ]
 check "spare: the spare held no tasks before" grep -qs '"ev":"restore","tasks":0,"source":"local"' "$DIR/ev.8.jsonl"
+
+# ---- tdk (ends by quiescence at a cut) with a respawn and with a spare ---------
+# project behind its --hold gate: rank 3 logged tdk_hold and committed epoch
+# 2 (held results in it) before the kill; the gate opens after the recovery.
+# The last answer line must equal the fault-free run's.
+tdk_answer() { sed -n 's/.*tdk project: nodes=[0-9]* \(.*\) relerr=[^ ]* \(.*\) OK last_task.*/\1 \2/p' "$DIR/out" | tail -1; }
+DIR=$TMP/tdk-ref; mkdir -p "$DIR"
+timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" "$BIN/tdk" project 1e-9 --phx-ft=1 --phx-recovery=cr \
+    >"$DIR/out" 2>"$DIR/err"
+tdk_ref=$(tdk_answer)
+check "tdk fault-free under cr: an OK answer (${tdk_ref:-none})" [ -n "$tdk_ref" ]
+for how in respawn spare; do
+    DIR=$TMP/tdk-$how; mkdir -p "$DIR"
+    sp=(); [ "$how" = spare ] && sp=(--spares 1)
+    timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" "${sp[@]}" --pidfile "$DIR/pids" "$BIN/tdk" --hold "$DIR/go" \
+        project 1e-9 --phx-ft=1 --phx-recovery=cr --phx-restart-on=$how --phx-ckpt-interval=1 \
+        --phx-eventlog="$DIR/ev.%r.jsonl" >"$DIR/out" 2>"$DIR/err" &
+    JOBPID=$!; PIDS="$PIDS $JOBPID"
+    wait_for "$JOB_TIMEOUT" grep -qs '"ev":"tdk_hold"' "$DIR/ev.3.jsonl" || fail "tdk $how: rank 3 never held"
+    wait_for "$JOB_TIMEOUT" grep -qs '"ev":"ckpt_commit","epoch":2,' "$DIR/ev.3.jsonl" || fail "tdk $how: no epoch 2"
+    wait_for 5 test -s "$DIR/pids"
+    kill -9 "$(pid_of 3)"
+    wait_for "$JOB_TIMEOUT" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl" || fail "tdk $how: no recovery"
+    touch "$DIR/go"
+    finish_job
+    check "tdk $how (rank 3): exit 0 (got $RC)" [ "$RC" = 0 ]
+    check "tdk $how: answer '$(tdk_answer)' equals the fault-free one" [ "$(tdk_answer)" = "$tdk_ref" ]
+    host=$([ "$how" = spare ] && echo 8 || echo 3)
+    check "tdk $how: rank $host restored rank 3's tasks" \
+        grep -qs "\"tasks\":[1-9][0-9]*,\"source\":\"buddy\",\"of\":3,\"host\":$host," "$DIR/ev.$host.jsonl"
+    check "tdk $how: ended by quiescence at a cut" grep -qs '"ev":"td_declare","td":"cut"' "$DIR"/ev.*.jsonl
+done
 
 # ---- restart-on=spare without spares: refused at startup ----------------------
 DIR=$TMP/nospare; mkdir -p "$DIR"

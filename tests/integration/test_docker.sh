@@ -20,54 +20,22 @@ set -u
 BIN=$(cd "$1" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
-DK=$HERE/../../tools/docker
-BUILD=$(dirname "$BIN")
+. "$HERE/docker_lib.sh"
 N=4
 PREFIX=phxit-$$
-BGPIDS=""
 
-command -v docker >/dev/null 2>&1 || skip "no docker command"
-timeout 20 docker info >/dev/null 2>&1 || skip "no Docker engine (docker info failed)"
-docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 ||
-    skip "no docker compose / docker-compose tool"
-
-dk_cleanup() {
-    for p in $BGPIDS; do kill "$p" 2>/dev/null; done
-    local ids
-    ids=$(docker ps -aq --filter "name=^$PREFIX-" 2>/dev/null)
-    [ -n "$ids" ] && docker rm -f $ids >/dev/null 2>&1
-    ids=$(docker network ls -q --filter "name=^$PREFIX-" 2>/dev/null)
-    [ -n "$ids" ] && docker network rm $ids >/dev/null 2>&1
-    cleanup
-}
-trap dk_cleanup EXIT
-trap 'exit 130' INT TERM
-
-# PHX_HB_TIMEOUT stays: the nodes and the bounds below derive from it.
-unset PHX_FT PHX_TD PHX_LOG PHX_EVENTLOG PHX_HB_PERIOD PHX_WORKERS \
-      PHX_SECRET PHX_SECRET_FILE PHX_DOCKER_SUBNET PHX_DOCKER_OUT PHX_DOCKER_PROJECT PHX_CONFIG
-HB_MS=$(hb_ms)
+dk_require
+dk_init "$PREFIX"
 # Container start-up plus, in (b), detection within 10 delta: 20 delta is slack.
 export PHX_DOCKER_TIMEOUT=${DOCKER_JOB_TIMEOUT:-$((60 + 20 * HB_MS / 1000))}
 SEED=${SEED:-$$}
-
-T=$(now_ms)
-id=$(timeout 120 "$DK/build-image.sh" "$BUILD" 2>"$TMP/build.err")
-check "image phalanx:local built offline ($id, $(( $(now_ms) - T )) ms)" [ -n "$id" ]
-[ -n "$id" ] || { sed 's/^/#   /' "$TMP/build.err"; finish; exit; }
+dk_image || { finish; exit; }
 
 # job NAME N PROG ARGS...: run.sh with its output kept in $TMP/NAME.
 job() {
     local name=$1; shift
     PHX_DOCKER_OUT=$TMP/$name PHX_DOCKER_PROJECT=$PREFIX-$name \
         timeout -k 10 $((PHX_DOCKER_TIMEOUT + 60)) "$DK/run.sh" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-}
-exits_ok() {   # exits_ok DIR SKIP_RANK: every rank but SKIP_RANK exited 0
-    local r
-    for ((r = 0; r < N; r++)); do
-        [ "$r" = "$2" ] && continue
-        [ "$(cat "$1/exit.$r" 2>/dev/null)" = 0 ] || return 1
-    done
 }
 show() { sed 's/^/#   /' "$@"; }
 
@@ -77,7 +45,7 @@ job a "$N" ring; rc=$?
 echo "# a: $(( $(now_ms) - T )) ms"
 check "a: run.sh exits 0 (rc $rc)" [ "$rc" = 0 ]
 check "a: ring reports OK" grep -q "ring: $N nodes .* OK" "$TMP/a/node0.log"
-check "a: every container exits 0" exits_ok "$TMP/a" -1
+check "a: every container exits 0" dk_exits_ok "$TMP/a" -1
 [ "$rc" = 0 ] || { show "$TMP/a.out" "$TMP/a.err"; }
 
 # ---- (b) FT: kill one container mid-job ------------------------------------
@@ -88,7 +56,7 @@ mkdir -p "$TMP/b/data"
 GATE=$TMP/b/data/go   # /data/go in the containers
 T=$(now_ms)
 PHX_FT=1 PHX_TD=none PHX_LOG=info PHX_EVENTLOG=/data/ev.%r.jsonl job b "$N" busy --hold-until /data/go 0 &
-JB=$!; BGPIDS="$BGPIDS $JB"
+JB=$!; bgpid $JB
 all_spin() { [ "$(event_count "$EV" '"ev":"busy_spin"')" -ge "$N" ]; }
 # Every survivor has the notice of the victim's death.
 all_notice() {
@@ -113,7 +81,7 @@ echo "# b: $(( $(now_ms) - T )) ms (run.sh rc $rc)"
 # run.sh: 0 all nodes exited 0, 1 some did not (the victim: 137), 124 timeout.
 check "b: run.sh finished, not timed out (rc $rc)" [ "$rc" = 1 ]
 check "b: killed container exit 137" [ "$(cat "$TMP/b/exit.$VICTIM" 2>/dev/null)" = 137 ]
-check "b: every survivor exits 0" exits_ok "$TMP/b" "$VICTIM"
+check "b: every survivor exits 0" dk_exits_ok "$TMP/b" "$VICTIM"
 check "b: rank 0 reports the end" grep -q "busy: done after" "$TMP/b/node0.log"
 names_dead() {
     local r
@@ -128,7 +96,7 @@ check "b: every survivor's log and event log name dead rank $VICTIM" names_dead
 [ "$FAIL" = 0 ] || { show "$TMP/b.out" "$TMP/b.err"; }
 
 # ---- (c) nothing left behind ------------------------------------------------
-left=$( (docker ps -aq --filter "name=^$PREFIX-"; docker network ls -q --filter "name=^$PREFIX-") | wc -l)
+left=$(dk_left)
 check "c: no container or network of the test left ($left)" [ "$left" = 0 ]
 
 finish

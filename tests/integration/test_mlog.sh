@@ -9,7 +9,11 @@
 # the re-sent messages and never go back; a second failure, and any failure
 # under mlog-pessimistic, falls back to cr's global rollback; a node lost
 # with its buddy ends with 78. Every result equals the fault-free checksum.
-# Kills land by construction: after a jacobi_iter line in the event log.
+# Kills land between two checkpoints by construction: the app holds the
+# checkpoint due after iteration (tick) H, and its end, on a gate file
+# (-H H -g FILE); the test waits for the hold and for every node's last
+# checkpoint to be committed, kills, waits for the victims to be gone and
+# for rank 0's recovery round to end (or the job), then opens the gate.
 # Usage: test_mlog.sh BINDIR
 set -u
 BIN=$1
@@ -22,7 +26,7 @@ unset PHX_HB_PERIOD PHX_TD PHX_CKPT_DIE
 ARGS="-N 256 -i 2000 -c 100"
 # Pessimistic logging waits a round trip per delivery: a shorter run.
 ARGS_P="-N 128 -i 500 -c 50"
-KILL_AT=300
+KILL_AT=350   # the kill cases: checkpoints every 100, the one at 400 held
 JOB_TIMEOUT=$((60 + 10 * HB / 1000))
 
 seqsum() { "$BIN/jacobi" --seq "$@" -P $N | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p'; }
@@ -81,19 +85,38 @@ done
 check "mlog-pessimistic: app frames carried no determinants" eval \
     '! grep -h "\"ev\":\"mlog_stats\"" "$DIR"/ev.*.jsonl | grep -qv "\"piggybacked_on_app\":0"'
 
-# kill_job NAME MODE RANK...: SIGKILL those ranks once the main task
-# logged iteration KILL_AT (between two checkpoints), wait for the job.
-KILL_AT=350
-kill_job() {
-    name=$1; mode=$2; shift 2
-    start "$name" "$mode" $ARGS
-    wait_for "$JOB_TIMEOUT" logged "\"ev\":\"jacobi_iter\",\"iter\":$KILL_AT}" ||
-        fail "$name: iteration $KILL_AT never logged"
+# settled MIN: every node's last checkpoint round is committed, MIN or more
+# committed in all (the job's start is the first).
+settled() {
+    for r in $(seq 0 $((N - 1))); do
+        f=$DIR/ev.$r.jsonl
+        [ "$(grep -Eo '"ev":"ckpt_(begin|commit)"' "$f" 2>/dev/null | tail -1)" = '"ev":"ckpt_commit"' ] &&
+            [ "$(grep -c '"ev":"ckpt_commit"' "$f")" -ge "$1" ] || return 1
+    done
+}
+# kill_held NAME MIN RANK...: once the job logged its hold and MIN
+# checkpoints settled, SIGKILL those ranks; once they are gone and rank 0
+# ended its recovery round (or the job ended), open the gate; wait.
+kill_held() {
+    name=$1; min=$2; shift 2
+    wait_for "$JOB_TIMEOUT" logged '"ev":"[a-z]*_hold"' || fail "$name: the hold never logged"
+    wait_for "$JOB_TIMEOUT" settled "$min" || fail "$name: checkpoints never settled"
     wait_for 5 test -s "$DIR/pids"
     p=""
     for r in "$@"; do p="$p $(awk -v r="$r" '$1 == r { print $2 }' "$DIR/pids")"; done
     kill -9 $p
+    for x in $p; do gone "$x" $((JOB_TIMEOUT * 1000)) || fail "$name: rank pid $x outlived SIGKILL"; done
+    wait_for "$JOB_TIMEOUT" eval 'grep -qs "\"ev\":\"recovery_done\"" "$DIR/ev.0.jsonl" || ! kill -0 "$JOBPID" 2>/dev/null'
+    gate_open "$GATE"
     finish_job
+}
+# kill_job NAME MODE RANK...: the checkpoint after iteration KILL_AT is
+# held; kill those ranks after the one before it committed.
+kill_job() {
+    name=$1; mode=$2; shift 2
+    GATE=$(gate_new "$name")
+    start "$name" "$mode" $ARGS -H $KILL_AT -g "$GATE"
+    kill_held "$name" 2 "$@"
 }
 # monotone: in every node's log, each block's iterations only go up (a
 # survivor never rolls back; a restored block starts anew on its new host).
@@ -145,15 +168,17 @@ check "cr one kill (control): checksum right, all 7 survivors reloaded ($locals)
 # receiver used; an orphan after a wrong replay makes it exit 3.)
 # -c 0: no application checkpoint, so the replay runs from the job's start
 # and re-spawns the dead node's tasks; -c 50: from a recent checkpoint.
-for c in 0 50; do
-    DIR=$TMP/order-$c; mkdir -p "$DIR"
+# -L 1: START passes along a line of tasks, so most tasks get tokens before
+# START (kept until it comes; a replay must keep them in the same order).
+for c in "0" "50" "0 -L 1"; do
+    DIR=$TMP/order-${c// /}; mkdir -p "$DIR"
+    GATE=$(gate_new "order-${c// /}")
     timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/order" --phx-ft=1 \
-        --phx-recovery=mlog-causal --phx-eventlog="$DIR/ev.%r.jsonl" -k 400 -c $c >"$DIR/out" 2>"$DIR/err" &
+        --phx-recovery=mlog-causal --phx-eventlog="$DIR/ev.%r.jsonl" -k 400 -c $c -H 120 -g "$GATE" \
+        >"$DIR/out" 2>"$DIR/err" &
     JOBPID=$!
-    wait_for "$JOB_TIMEOUT" logged '"ev":"order_tick","n":120}' || fail "order -c $c: tick 120 never logged"
-    wait_for 5 test -s "$DIR/pids"
-    kill -9 "$(awk '$1 == 3 { print $2 }' "$DIR/pids")"
-    finish_job
+    if [ "${c%% *}" = 0 ]; then min=1; else min=2; fi
+    kill_held "order -c $c" $min 3
     check "order -c $c, one kill: exit 0 and consistent (got $RC)" eval \
         '[ "$RC" = 0 ] && grep -q "consistent=yes" "$DIR/out"'
     check "order -c $c, one kill: replayed by determinants, no rollback" eval \

@@ -128,4 +128,113 @@ check "node ends the job with code 70 (rc $rc)" [ "$rc" = 70 ]
 check "old-incarnation frame dropped" grep -q "dropped frame from rank 1 incarnation 99 (current 0)" "$TMP/i0.err"
 check "then closed for the missing sequence number, nothing delivered" \
     sh -c "grep -q 'data frame without a link sequence' '$TMP/i0.err' && ! grep -q 'malformed application frame' '$TMP/i0.err'"
+# Helpers for 7-9. hold_port PORT: a foreign process listens on PORT (its
+# pid in $HOLDER). silent PORT FILE: a foreign client connects to PORT and
+# never sends a byte; when the node closes it, FILE gets "closed". Both run
+# until killed at cleanup.
+hold_port() {
+    python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8); time.sleep(3600)' "$1" &
+    HOLDER=$!; PIDS="$PIDS $HOLDER"
+    wait_for 10 port_open 127.0.0.1 "$1" || fail "port $1 held"
+}
+silent() {
+    python3 -c 'import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+open(sys.argv[2] + ".open", "w").close()
+while True:
+    try:
+        if not s.recv(65536): break
+    except OSError: break
+open(sys.argv[2], "w").write("closed\n")' "$1" "$2" &
+    PIDS="$PIDS $!"
+    wait_for 10 test -e "$2.open" || fail "silent client connected to $1"
+}
+HB=$(hb_ms)
+# reap PID: its exit code in $rc, or 124 if it is still running after the
+# startup timeout plus 10 s (the jobs here take well under a second): killed.
+reap() {
+    gone "$1" $((PHX_STARTUP_TIMEOUT + 10000)) || { kill -9 "$1" 2>/dev/null; wait "$1"; rc=124; return; }
+    wait "$1"; rc=$?
+}
+
+# 7. Startup fails before the recovery mode is set up (the listen port is
+# taken): the node exits 1 naming the port, whatever the mode; a crash in
+# the shutdown path (139, 134) or a hang (124) fails. The bound: a node
+# told to stop ends within delta + 2 s (PHX_STOP_SLACK_MS, core/node.h).
+P7=$((P + 20))
+hold_port "$P7"
+for rec in none cr mlog-causal; do
+    timeout -k 2 $(( 2 * (HB + 2000) / 1000 + 3 )) env PHX_FT=1 PHX_RECOVERY=$rec PHX_RANK=0 PHX_SIZE=2 \
+        PHX_PEERS="127.0.0.1:$P7,127.0.0.1:$((P7 + 1))" "$BIN/ring" 10 >"$TMP/busy.$rec.out" 2>"$TMP/busy.$rec.err"
+    rc=$?
+    check "port taken, recovery=$rec: startup fails with 1, no crash or hang (rc $rc)" [ "$rc" = 1 ]
+    check "port taken, recovery=$rec: the error names the port" \
+        grep -q "cannot listen on 127.0.0.1:$P7: address already in use" "$TMP/busy.$rec.err"
+done
+kill "$HOLDER" 2>/dev/null
+
+# 8. A silent foreign client: the node closes it after its handshake
+# deadline (delta) and keeps waiting for its peer, which then runs the job.
+P8=$((P + 22))
+start0 h0 "$P8" 20; H0=$N0
+silent "$P8" "$TMP/h0.silent"
+wait_for $(( 10 * HB / 1000 + 5 )) test -e "$TMP/h0.silent"
+check "silent connection closed after its handshake deadline" test -e "$TMP/h0.silent"
+check "the reason is logged" grep -q "closed unidentified connection: no handshake within $HB ms" "$TMP/h0.err"
+check "node still waits for its peer" kill -0 "$H0"
+PHX_RANK=1 PHX_SIZE=2 PHX_PEERS="127.0.0.1:$P8,127.0.0.1:$((P8 + 1))" "$BIN/ring" 20 >"$TMP/h1.out" 2>"$TMP/h1.err" &
+H1=$!; PIDS="$PIDS $H1"
+reap "$H0"; rc0=$rc; reap "$H1"; rc1=$rc
+check "job runs after the silent client (rc $rc0/$rc1)" [ "$rc0" = 0 -a "$rc1" = 0 ]
+check "ring result after the silent client" grep -q "2 nodes x 20 laps = 40 hops.*OK" "$TMP/h0.out"
+
+# 9. A silent client connected to both nodes during a job, its handshake
+# deadline (delta = 60 s) far beyond the job: the job ends with the right
+# answer and both nodes exit, closing it (reap's bound, 30 s, is below delta).
+P9=$((P + 24)); G9=$(gate_new silent)
+for r in 0 1; do
+    env -u PHX_TD PHX_HB_TIMEOUT=60000 PHX_EVENTLOG="$TMP/s9.%r.jsonl" PHX_RANK=$r PHX_SIZE=2 \
+        PHX_PEERS="127.0.0.1:$P9,127.0.0.1:$((P9 + 1))" "$BIN/tdk" --hold "$G9" project 1e-9 \
+        >"$TMP/s9.$r.out" 2>"$TMP/s9.$r.err" &
+    eval S9_$r=\$!; PIDS="$PIDS $!"
+done
+wait_event "$TMP/s9.*.jsonl" '"tdk_hold"' 20000 >/dev/null || fail "job holds its work"
+silent "$P9" "$TMP/s9.0.silent"
+silent "$((P9 + 1))" "$TMP/s9.1.silent"
+gate_open "$G9"
+reap "$S9_0"; rc0=$rc; reap "$S9_1"; rc1=$rc
+check "both nodes exit 0 with a silent client connected (rc $rc0/$rc1)" [ "$rc0" = 0 -a "$rc1" = 0 ]
+check "job with a silent client gives the fault-free answer" \
+    grep -q "tdk project: nodes=2 thresh=1e-09 map=[a-z]* tasks=5035 leaves=2518 depth=14 integral=242582597.7048957 .* OK" "$TMP/s9.0.out"
+check "the silent clients were closed" test -e "$TMP/s9.0.silent" -a -e "$TMP/s9.1.silent"
+
+# 10. Concurrent launchers: each keeps its probe sockets listening and hands
+# every local node its own (PHX_LISTEN_FD), so two launchers never give
+# their nodes the same port. Results are compared, not exit codes.
+unset PHX_SECRET PHX_JOB_ID
+K=12
+for i in $(seq 1 $K); do
+    "$BIN/phx" run -n 3 --quiet "$BIN/ring" 30 >"$TMP/c$i.out" 2>"$TMP/c$i.err" &
+    PIDS="$PIDS $!"; eval C_$i=\$!
+done
+good=0
+for i in $(seq 1 $K); do
+    eval reap \$C_$i
+    grep -q "3 nodes x 30 laps = 90 hops.*OK" "$TMP/c$i.out" && good=$((good + 1))
+done
+check "$K concurrent launches all give the result ($good of $K)" [ "$good" = "$K" ]
+# Deterministic half: a local node was given its listening socket.
+GATE=$(gate_new lfd)
+"$BIN/phx" run -n 2 --quiet --pidfile "$TMP/lfd.pids" "$BIN/busy" --hold-until "$GATE" 0 >"$TMP/lfd.out" 2>&1 &
+L=$!; PIDS="$PIDS $L"
+wait_for 20 test -s "$TMP/lfd.pids" || fail "pidfile written"
+lpid=$(awk 'NR == 1 { print $2 }' "$TMP/lfd.pids")
+wait_for 20 sh -c "readlink /proc/$lpid/exe | grep -q '/busy\$'" || fail "node runs busy"
+lfd=$(tr '\0' '\n' <"/proc/$lpid/environ" 2>/dev/null | sed -n 's/^PHX_LISTEN_FD=//p')
+check "a local node gets PHX_LISTEN_FD ($lfd)" [ -n "$lfd" ]
+check "and it is a socket it holds" sh -c "readlink /proc/$lpid/fd/${lfd:-x} | grep -q '^socket:'"
+gate_open "$GATE"
+reap "$L"
+check "held job ends (rc $rc)" [ "$rc" = 0 ]
 finish

@@ -13,9 +13,11 @@
 #     for each RESTART_ON value (default: survivors spare respawn; respawn's
 #     agreement includes the new process starting and connecting).
 #  3. Forward-path overhead of periodic checkpoints against recovery=none
-#     (ckpt-interval 1 s and 10 s), interleaved rounds, paired medians; the
-#     job is sized to run about RUN3 seconds (default 25) here, so the 10 s
-#     interval checkpoints at least twice.
+#     (ckpt-interval 1 s and 10 s): wall time and CPU time (user + sys of
+#     all the job's processes), paired ratios within each round, medians;
+#     the job runs about RUN3 seconds (default 45: four 10 s checkpoints);
+#     and the scale estimate (one checkpoint's measured cost x checkpoints
+#     per second).
 # Usage: tools/bench/bench_ckpt.sh BUILD_DIR [REPS]
 #   PARTS=1,3 runs only those parts (default 1,2,3); SIZES="1 8 32 128" the
 #   state per node of part 1, in MiB (32 MiB per node = Charm++'s figure,
@@ -143,21 +145,74 @@ fi
 
 # ---- 3. forward-path overhead --------------------------------------------------
 if part 3; then
-# Sized here: iterations for about RUN3 seconds without checkpoints.
+# Rounds of three runs in rotating order (none, cr at 10 s, cr at 1 s), each
+# sized to about RUN3 seconds (default 45: four 10 s intervals). Per run:
+# wall time of the whole job (phx run, start to exit) and CPU time (user +
+# sys of every process of the job: phx run's waited-for descendants). Each
+# cr run is set against the none run of its own round (paired ratio); the
+# table shows the medians of those ratios. td=none in all three (jacobi ends
+# by phx_exit): the difference is the checkpoints alone.
+# Also the scale estimate: the cost of one checkpoint measured directly
+# (CPU: (cr 1 s - none) / checkpoints of the cr 1 s run; wall: the median
+# ckpt_commit ms, the time the workers stand paused) times checkpoints per
+# second at 10 s, over the none run's CPU per second and wall time.
 n3=${N3:-2048}
-jt() { PHX_HB_TIMEOUT=${HB1:-3000} "$B/phx" run -n 4 "$B/jacobi" --phx-ft=1 "$@" -N "$n3" 2>/dev/null |
-    sed -n 's/.*(\([0-9.]*\) ms).*/\1/p'; }
-t100=$(jt --phx-recovery=none --phx-td=none -i 100)
-it3=$(awk -v t="$t100" -v r="${RUN3:-25}" 'BEGIN { i = int(100 * r * 1000 / t); print (i < 100) ? 100 : i }')
-printf '\n| jacobi 4 nodes, N=%s, %s iterations | none (ms) | cr, 10 s | cr, 1 s |\n|---|---|---|---|\n' "$n3" "$it3"
+# jt EVDIR ARGS...: "wall_s cpu_s checkpoints commit_ms_median" of one job.
+jt() {
+    local ev=$1; shift
+    rm -rf "$ev"; mkdir -p "$ev"
+    PHX_HB_TIMEOUT=${HB1:-3000} python3 - "$B" "$n3" "$ev" "$@" <<'EOF2'
+import glob, json, resource, statistics, subprocess, sys, time
+b, n, ev, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+r0 = resource.getrusage(resource.RUSAGE_CHILDREN); t0 = time.monotonic()
+p = subprocess.run([b + "/phx", "run", "-n", "4", b + "/jacobi", "--phx-ft=1", "--phx-td=none",
+                    "--phx-eventlog=" + ev + "/ev.%r.jsonl"] + args + ["-N", n],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+wall = time.monotonic() - t0; r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+ms = [json.loads(l)["ms"] for l in open(ev + "/ev.0.jsonl") if '"ckpt_commit"' in l] if glob.glob(ev + "/ev.0.jsonl") else []
+# epoch 1 (job start, no grid yet) is not a periodic checkpoint
+ms = ms[1:]
+print("%.3f %.3f %d %.3f %d" % (wall, cpu, len(ms), statistics.median(ms) if ms else 0, p.returncode))
+EOF2
+}
+t100=$(jt "$T/ev3" --phx-recovery=none -i 100 | awk '{ print $1 }')
+it3=$(awk -v t="$t100" -v r="${RUN3:-45}" 'BEGIN { i = int(100 * r / t); print (i < 100) ? 100 : i }')
+printf '\n| jacobi 4 nodes, N=%s, %s iterations (~%s s) | none | cr, 10 s | cr, 1 s |\n|---|---|---|---|\n' "$n3" "$it3" "${RUN3:-45}"
+k=0
 for _ in $(seq "$REPS"); do
-    a=$(jt --phx-recovery=none --phx-td=none -i "$it3"); b=$(jt --phx-recovery=cr --phx-ckpt-interval=10 -i "$it3")
-    c=$(jt --phx-recovery=cr --phx-ckpt-interval=1 -i "$it3")
-    echo "$a $b $c"
+    declare -A res=()
+    for m in $(case $((k % 3)) in 0) echo none c10 c1 ;; 1) echo c10 c1 none ;; *) echo c1 none c10 ;; esac); do
+        case $m in
+        none) res[$m]=$(jt "$T/ev3" --phx-recovery=none -i "$it3") ;;
+        c10) res[$m]=$(jt "$T/ev3" --phx-recovery=cr --phx-ckpt-interval=10 -i "$it3") ;;
+        c1) res[$m]=$(jt "$T/ev3" --phx-recovery=cr --phx-ckpt-interval=1 -i "$it3") ;;
+        esac
+    done
+    k=$((k + 1))
+    echo "${res[none]} ${res[c10]} ${res[c1]}"
 done >"$T/ov"
-a=$(awk '{print $1}' "$T/ov" | median)
-r10=$(awk '{print ($2 / $1 - 1) * 100}' "$T/ov" | median)
-r1=$(awk '{print ($3 / $1 - 1) * 100}' "$T/ov" | median)
-printf '| ms / overhead (paired median) | %s | %+.1f %% | %+.1f %% |\n' "$a" "$r10" "$r1"
-printf 'pairs (none, cr 10 s, cr 1 s; ms): %s\n' "$(tr '\n' ';' <"$T/ov")"
+# columns: 1-5 none, 6-10 cr 10 s, 11-15 cr 1 s (wall cpu ckpts commit_ms rc)
+bad=$(awk '$5 != 0 || $10 != 0 || $15 != 0' "$T/ov" | wc -l)
+[ "$bad" = 0 ] || echo "WARNING: $bad rounds had a job exit non-zero (see pairs below)"
+pct() { awk "{ print (\$$1 / \$$2 - 1) * 100 }" "$T/ov" | median; }
+printf '| wall s (median) | %s | %s | %s |\n' "$(awk '{print $1}' "$T/ov" | median)" \
+    "$(awk '{print $6}' "$T/ov" | median)" "$(awk '{print $11}' "$T/ov" | median)"
+printf '| CPU s (median) | %s | %s | %s |\n' "$(awk '{print $2}' "$T/ov" | median)" \
+    "$(awk '{print $7}' "$T/ov" | median)" "$(awk '{print $12}' "$T/ov" | median)"
+printf '| checkpoints per run (median) | 0 | %s | %s |\n' "$(awk '{print $8}' "$T/ov" | median)" "$(awk '{print $13}' "$T/ov" | median)"
+printf '| wall overhead, paired median | | %+.2f %% | %+.2f %% |\n' "$(pct 6 1)" "$(pct 11 1)"
+printf '| CPU overhead, paired median | | %+.2f %% | %+.2f %% |\n' "$(pct 7 2)" "$(pct 12 2)"
+# Scale: per-checkpoint cost from the 1 s runs, at one checkpoint per 10 s.
+cpu_ck=$(awk '$13 > 0 { print ($12 - $2) / $13 }' "$T/ov" | median)
+pause_ms=$(awk '{ print $14 }' "$T/ov" | median)
+printf '| scale estimate at 10 s: CPU per checkpoint %.3f s, pause %.1f ms | | CPU %+.2f %%, wall %+.2f %% | |\n' \
+    "$cpu_ck" "$pause_ms" \
+    "$(awk -v c="$cpu_ck" '{ print c / 10 / ($2 / $1) * 100 }' "$T/ov" | median)" \
+    "$(awk -v p="$pause_ms" 'BEGIN { print p / 10000 * 100 }')"
+c10=$(awk '{print $8}' "$T/ov" | median)
+awk -v c="$c10" 'BEGIN { exit !(c < 3) }' &&
+    echo "WARNING: the cr 10 s runs made $c10 periodic checkpoints (median), fewer than 3: the runs were shorter than sized (RUN3, load); the scale estimate is the figure to use"
+printf 'rounds (none | cr 10 s | cr 1 s: wall s, CPU s, checkpoints, commit ms, rc):\n'
+sed 's/^/  /' "$T/ov"
 fi

@@ -366,6 +366,8 @@ int phx_rt_build(const phx_hostlist_t *hl, int n, phx_ranktab_t *rt)
     if (!rt->r)
         return PHX_ENOMEM;
     rt->n = n;
+    for (int i = 0; i < n; i++)
+        rt->r[i].listen_fd = -1;
     rt->oversubscribed = n > total;
     int *used = calloc((size_t)hl->n, sizeof *used);
     if (!used) {
@@ -391,6 +393,9 @@ int phx_rt_build(const phx_hostlist_t *hl, int n, phx_ranktab_t *rt)
 
 void phx_rt_free(phx_ranktab_t *rt)
 {
+    for (int r = 0; r < rt->n; r++)
+        if (rt->r && rt->r[r].listen_fd >= 0)
+            close(rt->r[r].listen_fd);
     free(rt->r);
     memset(rt, 0, sizeof *rt);
 }

@@ -28,6 +28,8 @@ typedef struct {
     int port;
     int local;          /* spawned with fork/exec rather than $PHX_RSH */
     int slot;           /* index of this rank among ranks on the same host */
+    int listen_fd;      /* phx_rt_probe_ports: a local rank's socket, listening on port
+                         * (close-on-exec, >= 4), for the node to inherit; else -1 */
 } phx_rank_t;
 
 typedef struct {
@@ -69,11 +71,13 @@ int phx_host_is_local(const char *host);
 /* Places n ranks (n <= 0: one per slot). Slots fill host by host in list
  * order; extra ranks go round-robin over the hosts. */
 int phx_rt_build(const phx_hostlist_t *hl, int n, phx_ranktab_t *rt);
-void phx_rt_free(phx_ranktab_t *rt);
+void phx_rt_free(phx_ranktab_t *rt);   /* closes the listen_fds left */
 /* port = base + slot, for every rank (all = 1) or for remote ranks only. */
 int phx_rt_ports_from_base(phx_ranktab_t *rt, int base, int all);
 /* Gives every local rank a free port by binding probe sockets, all held
- * open until the last port is chosen so no two ranks get the same one. */
+ * open until the last port is chosen so no two ranks get the same one.
+ * The chosen ones stay open and listening (listen_fd) until the node takes
+ * its own: a port closed in between could go to another launcher's node. */
 int phx_rt_probe_ports(phx_ranktab_t *rt);
 /* Malloc'ed "host:port,host:port,..." in rank order. */
 int phx_rt_peers(const phx_ranktab_t *rt, char **out);

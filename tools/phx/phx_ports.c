@@ -3,6 +3,7 @@
 #include "core/common/phx_err.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -10,9 +11,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Binds a probe to (host, 0) and returns its fd, with the port in *port.
- * SO_REUSEADDR matches what nodes use, so the node can bind the port even
- * while the closed probe lingers. */
+/* Binds a probe to (host, 0), listening, and returns its fd (>= 4: the
+ * node's stdio and status fd 3 are dup2 targets in the child), with the
+ * port in *port. Listening, it holds the port: Linux lets two SO_REUSEADDR
+ * sockets bind one port while neither listens. */
 static int probe(const char *host, int *port)
 {
     /* IPv4 first: the transport resolves peers with AF_INET, so the probe
@@ -35,8 +37,16 @@ static int probe(const char *host, int *port)
         int one = 1;
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
+        if (fd < 4) {
+            int hi = fcntl(fd, F_DUPFD_CLOEXEC, 4);
+            close(fd);
+            if ((fd = hi) < 0) {
+                err = -errno;
+                continue;
+            }
+        }
         if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-            bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+            bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0 &&
             getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
             *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                    : ((struct sockaddr_in *)&ss)->sin_port);
@@ -53,7 +63,7 @@ static int probe(const char *host, int *port)
 int phx_rt_probe_ports(phx_ranktab_t *rt)
 {
     /* Duplicate ports are retried with the earlier probe still open, hence
-     * room for more fds than ranks. */
+     * room for more fds than ranks. The chosen ones go to rt. */
     int cap = rt->n * 2 + 8, nfd = 0, rc = 0;
     int *fds = malloc((size_t)cap * sizeof *fds);
     if (!fds)
@@ -78,6 +88,8 @@ int phx_rt_probe_ports(phx_ranktab_t *rt)
                 dup = rt->r[q].local && rt->r[q].port == port;
             if (!dup) {
                 rt->r[r].port = port;
+                rt->r[r].listen_fd = fd;
+                nfd--;   /* kept */
                 break;
             }
         }
@@ -85,5 +97,5 @@ int phx_rt_probe_ports(phx_ranktab_t *rt)
     for (int i = 0; i < nfd; i++)
         close(fds[i]);
     free(fds);
-    return rc;
+    return rc;   /* on failure, phx_rt_free closes those kept */
 }

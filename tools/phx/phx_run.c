@@ -366,7 +366,7 @@ static char **local_env(const phx_job_t *job, int rank, unsigned inc)
     size_t n = 0;
     while (environ[n])
         n++;
-    char **e = calloc(n + 5, sizeof *e);
+    char **e = calloc(n + 6, sizeof *e);
     if (!e)
         return NULL;
     size_t k = 0;
@@ -374,7 +374,7 @@ static char **local_env(const phx_job_t *job, int rank, unsigned inc)
         if (strncmp(environ[i], "PHX_RANK=", 9) && strncmp(environ[i], "PHX_STATUS_FD=", 14) &&
             strncmp(environ[i], "PHX_LOCAL_SIZE=", 15) &&
             strncmp(environ[i], "PHX_SECRET_STDIN=", 17) &&   /* a local node's stdin has no secret */
-            strncmp(environ[i], "PHX_INCARNATION=", 16) &&
+            strncmp(environ[i], "PHX_INCARNATION=", 16) && strncmp(environ[i], "PHX_LISTEN_FD=", 14) &&
             !(e[k++] = strdup(environ[i])))
             goto oom;
     if (g_status && !(e[k++] = strdup("PHX_STATUS_FD=3")))   /* see phx_status.h */
@@ -388,6 +388,11 @@ static char **local_env(const phx_job_t *job, int rank, unsigned inc)
         goto oom;
     }
     if (inc && asprintf(&e[++k], "PHX_INCARNATION=%u", inc) < 0) {
+        e[k] = NULL;
+        goto oom;
+    }
+    int lfd = job->rt->r[rank].listen_fd;
+    if (lfd >= 0 && asprintf(&e[++k], "PHX_LISTEN_FD=%d", lfd) < 0) {
         e[k] = NULL;
         goto oom;
     }
@@ -405,7 +410,8 @@ static int forwarded(const char *kv)
            strncmp(kv, "PHX_PIDFILE=", 12) && strncmp(kv, "PHX_KILL_GRACE=", 15) &&
            strncmp(kv, "PHX_STATUS_FD=", 14) &&
            strncmp(kv, "PHX_SECRET=", 11) && strncmp(kv, "PHX_SECRET_STDIN=", 17) &&
-           strncmp(kv, "PHX_LOCAL_SIZE=", 15) && strncmp(kv, "PHX_INCARNATION=", 16);
+           strncmp(kv, "PHX_LOCAL_SIZE=", 15) && strncmp(kv, "PHX_INCARNATION=", 16) &&
+           strncmp(kv, "PHX_LISTEN_FD=", 14);
 }
 
 /* RSH... HOST env PHX_...=... PHX_RANK=r PHX_LOCAL_SIZE=l [PHX_SECRET_STDIN=1]
@@ -456,7 +462,7 @@ oom:
 static int spawn(run_t *R, proc_t *p)
 {
     const phx_job_t *job = R->job;
-    const phx_rank_t *rk = &job->rt->r[p->rank];
+    phx_rank_t *rk = &job->rt->r[p->rank];
     int out[2], err[2], life[2];
     char **env = NULL, **av = NULL;
     /* With PHX_INCARNATION_FILE the node counts its own starts, as it
@@ -520,6 +526,8 @@ static int spawn(run_t *R, proc_t *p)
         if (rk->local && g_status && (phx_status_wfd(g_status) == 3 ? fcntl(3, F_SETFD, 0)
                                                                  : dup2(phx_status_wfd(g_status), 3)) < 0)
             _exit(127);
+        if (rk->local && rk->listen_fd >= 0 && fcntl(rk->listen_fd, F_SETFD, 0) < 0)   /* PHX_LISTEN_FD */
+            _exit(127);
         if (rk->local) {
             execve(job->prog_path, job->argv, env);
             dprintf(2, "phx: cannot execute %s: %s\n", job->prog_path, strerror(errno));
@@ -536,6 +544,13 @@ static int spawn(run_t *R, proc_t *p)
     close(out[1]);
     close(err[1]);
     close(life[0]);
+    if (pid > 0 && rk->listen_fd >= 0) {
+        /* The node holds the port now; the launcher must not: a socket
+         * listening after the node died would take its peers' redials
+         * and never answer. */
+        close(rk->listen_fd);
+        rk->listen_fd = -1;
+    }
     free_vec(env);
     free_vec(av);
     if (e) {

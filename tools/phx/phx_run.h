@@ -9,7 +9,8 @@
 #define PHX_RUN_SECRET_MAX 1024        /* what a node accepts (core/node.c) */
 
 typedef struct {
-    const phx_ranktab_t *rt;
+    phx_ranktab_t *rt;      /* each listen_fd goes to its node at its first start, and is
+                             * closed here then (a respawn binds the port again) */
     char **argv;            /* PROGRAM ARGS..., NULL-terminated */
     const char *prog_path;  /* argv[0] resolved for local ranks */
     char **rsh;             /* remote shell argv prefix, NULL-terminated */

@@ -39,7 +39,7 @@ int phx_slurm_identity(void)
     if (getenv("PHX_RANK") || getenv("PHX_SIZE") || getenv("PHX_PEERS") || !getenv("SLURM_PROCID") ||
         !nodes)
         return 0;   /* launched by phx, or not a task of an srun step */
-    long rank, size, job = 0, step = 0, base = 0;
+    long rank = 0, size = 0, job = 0, step = 0, base = 0;
     int rc;
     if ((rc = env_long("SLURM_PROCID", 0, PHX_HF_MAX_SLOTS - 1, &rank)) ||
         ((rc = env_long("SLURM_STEP_NUM_TASKS", 1, PHX_HF_MAX_SLOTS, &size)) == PHX_ENOENT &&

@@ -720,7 +720,7 @@ static void cb_era_shrunk(void *ctx, uint64_t gid, uint64_t aid, phx_ft_group_t 
     cb_era_decided(ctx, gid, aid, &v, failed, rc);
 }
 
-/* ---- termination glue (core/node.c) --------------------------------------- */
+/* ---- termination glue (core/term.c) --------------------------------------- */
 
 static void cb_td_send(void *ctx, int dst, const void *msg, size_t len)
 {

@@ -1,0 +1,70 @@
+/* The outbox's consumer side (comm thread): see core/outbox.h. */
+#include "core/node.h"
+#include "core/outbox.h"
+#include "core/recovery.h"
+#include "core/term.h"
+#include "phx_err.h"
+#include "phx_log.h"
+
+static void msg_release(void *m) { phx_msg_free(m); }
+
+void phx_outbox_send(phx_node_t *n, phx_msg_t *m, const uint8_t *pb)
+{
+    size_t pbsz = phx_term_pb_size(n);
+    uint64_t charge = (uint64_t)m->hdr.len + PHX_FRAME_HDR;
+    int peer = m->peer;
+    phx_recovery_on_send(n, m);
+    int rc = phx_net_send_ref(n->net, peer, &m->hdr, pb, pbsz, m->data, m->hdr.len, charge, msg_release, m);
+    if (rc) {
+        PHX_WARN("node", "message to rank %d dropped: %s", peer, phx_strerror(rc));
+        atomic_fetch_sub(&n->peer_out[peer], (int64_t)charge);
+    }
+}
+
+void phx_node_drain_outbox(phx_node_t *n)
+{
+    struct cds_wfcq_head lh;
+    struct cds_wfcq_tail lt;
+    cds_wfcq_init(&lh, &lt);
+    if (cds_wfcq_empty(&n->oh, &n->ot))
+        return;
+    __cds_wfcq_splice_blocking(&lh, &lt, &n->oh, &n->ot);
+    struct cds_wfcq_node *qn;
+    while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
+        phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
+        PHX_HANDOFF_ACQUIRE(m);
+        int held = 0;
+        if (m->kind == PHX_MK_CALL) {
+            atomic_fetch_sub(&n->work, 1);
+            m->call(n, m);
+            continue;
+        }
+        if (m->kind == PHX_MK_EXIT) {
+            phx_node_exit(n, (int)m->hdr.tag, 1);
+        } else if (atomic_load(&n->stopping)) {
+            /* job over: drop */
+        } else {
+            m->hdr.type = m->kind == PHX_MK_SPAWN ? PHX_FT_SPAWN : PHX_FT_APP;
+            uint8_t pb[PHX_TD_PB_MAX] = {0};
+            int rc = phx_term_on_send(n, m, pb);
+            held = rc == 1;
+            if (rc == 0) {
+                phx_outbox_send(n, m, pb);
+                m = NULL;
+            }
+        }
+        if (!held) {
+            phx_msg_free(m);
+            atomic_fetch_sub(&n->work, 1);
+        }
+    }
+    phx_term_flush(n);
+    phx_pool_flush();
+}
+
+void phx_outbox_free(phx_node_t *n)
+{
+    struct cds_wfcq_node *qn;
+    while ((qn = __cds_wfcq_dequeue_blocking(&n->oh, &n->ot)))
+        phx_msg_free(caa_container_of(qn, phx_msg_t, qn));
+}
