@@ -40,9 +40,14 @@
 #include "phx_err.h"
 #include "phx_log.h"
 
-enum { ML_DETS = PHX_CTRL_CR_LAST + 1, ML_ACK, ML_RDETS, ML_RDONE };
+/* ML_ACKDETS: u16 ack length, the ack, then a det trailer (causal: the
+ * batched ack and the dets for one app frame in one control frame). */
+enum { ML_DETS = PHX_CTRL_CR_LAST + 1, ML_ACK, ML_RDETS, ML_RDONE, ML_ACKDETS };
 
 #define QCAP (1u << 16)
+/* Causal: dets owed an ack before one goes without a frame to carry it
+ * (well below QCAP, so an origin's queue never fills for want of acks). */
+#define ACK_BATCH (QCAP / 16)
 #define ML_SPAWN_BIT (1u << 31)   /* in a logged tag: the entry is a spawn */
 
 typedef struct mlog {
@@ -62,6 +67,7 @@ typedef struct mlog {
     pthread_rwlock_t rep_lock;  /* workers read, the comm thread adds records */
     _Atomic int nrep;           /* records in rep */
     _Atomic int phase;          /* a partial recovery began: lost tasks are checked */
+    _Atomic int left;           /* records still replaying after the release */
     _Atomic int rel;            /* ... and every live rank handed back */
     uint8_t *done;              /* ranks whose hand-back arrived (RDONE) */
     int released;
@@ -83,6 +89,7 @@ static void log_gauges(mlog_t *g)
 typedef struct rep {
     pthread_mutex_t mu;
     phx_ml_task_t mt;
+    int finished;               /* counted out of `left` */
 } rep_t;
 
 static const phx_recovery_ops_t *CR = &phx_recovery_cr;
@@ -100,15 +107,20 @@ static int ml_configure(phx_node_t *n)
     return 0;
 }
 
-static void ctl(mlog_t *g, int peer, int tag, const void *buf, size_t len)
+static void ctl2(mlog_t *g, int peer, int tag, const void *pre, size_t plen, const void *buf, size_t len)
 {
     phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = (uint32_t)tag, .src = (uint64_t)g->n->rank,
-                          .dst = (uint64_t)peer, .len = (uint32_t)len };
-    int rc = phx_net_send(g->n->net, peer, &h, NULL, 0, buf, len, 0);
+                          .dst = (uint64_t)peer, .len = (uint32_t)(plen + len) };
+    int rc = phx_net_send(g->n->net, peer, &h, pre, plen, buf, len, 0);
     if (rc)
         PHX_DEBUG("mlog", "control %d to rank %d not sent: %s", tag, peer, phx_strerror(rc));
     else
         g->ctrl_frames++;
+}
+
+static void ctl(mlog_t *g, int peer, int tag, const void *buf, size_t len)
+{
+    ctl2(g, peer, tag, NULL, 0, buf, len);
 }
 
 /* Encodes for peer (or, peer < 0, every unacked det) into g->buf. Workers
@@ -303,6 +315,25 @@ static void ml_on_restore(void *st, phx_tid_t tid)
     }
 }
 
+/* Under r->mu, either side: once released, a record that stopped replaying
+ * is counted out; the last one ends the phase, so the rest of the job's
+ * deliveries skip the lookup and locks below (as under cr). No record can
+ * be made after the release: every RDETS precedes its sender's RDONE. */
+static void end_phase(mlog_t *g)
+{
+    atomic_store_explicit(&g->phase, 0, memory_order_release);
+    phx_evlog("mlog_replay_done", "\"tasks\":%d", atomic_load(&g->nrep));
+}
+
+static void rep_finish(mlog_t *g, rep_t *r)
+{
+    if (r->finished || !r->mt.released || r->mt.replaying)
+        return;
+    r->finished = 1;
+    if (atomic_fetch_sub(&g->left, 1) == 1)
+        end_phase(g);
+}
+
 /* Worker: may <src, ssn> be delivered to t now? Survivors' own tasks
  * always; a dead node's task (restored, or spawned again by the replay)
  * in the order its installed dets give, and nothing else before every
@@ -321,6 +352,7 @@ static int ml_admit(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, u
     else {
         pthread_mutex_lock(&r->mu);
         hold = phx_ml_task_check(&r->mt, t->rsn, src, ssn) == PHX_ML_HOLD;
+        rep_finish(g, r);
         pthread_mutex_unlock(&r->mu);
     }
     pthread_rwlock_unlock(&g->rep_lock);
@@ -352,18 +384,25 @@ static void try_release(mlog_t *g)
     atomic_store(&g->rel, 1);
     int bad = 0;
     pthread_rwlock_rdlock(&g->rep_lock);
+    /* One more than the records, taken back below once all are released:
+     * the phase cannot end while records are still being released. */
+    atomic_store(&g->left, atomic_load(&g->nrep) + 1);
     for (size_t i = 0; i < g->rep.cap; i++) {
         if (!g->rep.keys[i])
             continue;
         rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
         pthread_mutex_lock(&r->mu);
         int rc = phx_ml_task_release(&r->mt);
+        if (!rc)
+            rep_finish(g, r);
         pthread_mutex_unlock(&r->mu);
         if (rc)
             bad = 1;
         kick(g, g->rep.keys[i]);
     }
     pthread_rwlock_unlock(&g->rep_lock);
+    if (!bad && atomic_fetch_sub(&g->left, 1) == 1)
+        end_phase(g);
     /* Tasks held for want of a record (spawned again, no det) may go now:
      * every worker offers all its held messages again. */
     for (int i = 0; i < g->n->nworkers; i++) {
@@ -584,11 +623,19 @@ static void ml_on_send(void *st, const phx_msg_t *m)
     log_gauges(g);
     if (g->pess)
         return;   /* its causes are on the next live rank already */
+    /* The batched ack rides along: same write, no extra wakeup at peer. */
+    uint8_t ack[2 + PHX_ML_ACK_MAX];
+    long a = phx_ml_ack_owed(g->ml, m->peer) ? phx_ml_ack_take(g->ml, m->peer, ack + 2) : 0;
     long k = trailer(g, m->peer);
-    if (k > 0) {
+    if (a > 0 && k > 0) {
+        phx_put_le16(ack, (uint16_t)a);
+        ctl2(g, m->peer, ML_ACKDETS, ack, 2 + (size_t)a, g->buf, (size_t)k);
+    } else if (a > 0)
+        ctl(g, m->peer, ML_ACK, ack + 2, (size_t)a);
+    else if (k > 0)
         ctl(g, m->peer, ML_DETS, g->buf, (size_t)k);
+    if (k > 0)
         g->trailers++;
-    }
     else if (k < 0) {
         PHX_ERROR("mlog", "determinants for rank %d not encoded (%s): ending the job", m->peer, phx_strerror((int)k));
         phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
@@ -607,9 +654,24 @@ static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8
         CR->on_ctrl(g->cr, peer, h, p);
         return;
     }
-    if (h->tag == ML_DETS) {
+    if (h->tag == ML_ACKDETS) {
+        uint16_t a = h->len >= 2 ? phx_get_le16(p) : 0;
+        if (h->len < 2 || (size_t)a + 2 > h->len || phx_ml_on_ack(g->ml, p + 2, a)) {
+            PHX_WARN("mlog", "bad ack and determinant frame from rank %d", peer);
+            return;
+        }
+        phx_frame_hdr_t d = *h;   /* the rest is an ML_DETS frame */
+        d.tag = ML_DETS;
+        d.len = h->len - 2 - a;
+        ml_on_ctrl(st, peer, &d, p + 2 + a);
+    } else if (h->tag == ML_DETS) {
+        /* Pessimistic: a worker waits for this ack. Causal: the ack only
+         * stops re-piggybacking, so it rides with the next frame to peer
+         * (ml_on_send), unless much is owed (peer's queue must not fill). */
         uint8_t ack[PHX_ML_ACK_MAX];
-        long k = phx_ml_pb_store(g->ml, peer, p, h->len, ack);
+        long k = phx_ml_pb_store(g->ml, peer, p, h->len, g->pess ? ack : NULL);
+        if (k >= 0 && !g->pess && phx_ml_ack_owed(g->ml, peer) >= ACK_BATCH)
+            k = phx_ml_ack_take(g->ml, peer, ack);
         if (k > 0)
             ctl(g, peer, ML_ACK, ack, (size_t)k);
         else if (k < 0)

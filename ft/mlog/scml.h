@@ -89,7 +89,7 @@ int phx_ml_admit(phx_ml_t *ml, int worker, phx_ml_task_t *t, uint64_t src, uint6
 int phx_ml_log(phx_ml_t *ml, int dst_rank, uint64_t src, uint64_t dst, uint64_t ssn, uint32_t tag,
                const void *payload, size_t len);
 /* Piggyback: encodes every queue's unacknowledged range into buf (the
- * frame's trailer). Returns bytes (0: nothing to carry), or PHX_ENOSPC
+ * frame's trailer; dets delta- and varint-encoded, ~5 bytes each). Returns bytes (0: nothing to carry), or PHX_ENOSPC
  * when cap is too small: phx_ml_pb_size says how much was needed when
  * called, but producers may publish more in between, so grow and retry. */
 size_t phx_ml_pb_size(phx_ml_t *ml);
@@ -103,9 +103,16 @@ long phx_ml_pb_encode_to(phx_ml_t *ml, int peer, void *buf, size_t cap);
 /* Receiving node: stores the dets of a trailer from `from` (the detLog,
  * keyed by origin, deduplicated by queue index) and encodes the ack to
  * send back into ack (PHX_ML_ACK_MAX bytes). Returns the ack's length, 0
- * when nothing needs acking, or PHX_EPROTO / PHX_ENOMEM. */
+ * when nothing needs acking, or PHX_EPROTO / PHX_ENOMEM. With ack NULL the
+ * ack is owed instead (batched: phx_ml_ack_take), and 0 means stored. */
 #define PHX_ML_ACK_MAX (8 + 12 * 256)
 long phx_ml_pb_store(phx_ml_t *ml, int from, const void *pb, size_t len, void *ack);
+/* Batched acks (causal: an ack only stops re-piggybacking, so it can wait
+ * for a frame that goes to its origin anyway, and costs no wakeup there):
+ * dets of `peer` stored here and not acknowledged yet; and the ack of all
+ * of them into ack (PHX_ML_ACK_MAX bytes): its length, 0 when none owed. */
+uint64_t phx_ml_ack_owed(const phx_ml_t *ml, int peer);
+long phx_ml_ack_take(phx_ml_t *ml, int peer, void *ack);
 /* Origin: an ack arrived; advances the queues (stale ones ignored). */
 int phx_ml_on_ack(phx_ml_t *ml, const void *ack, size_t len);
 

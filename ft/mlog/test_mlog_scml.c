@@ -635,7 +635,9 @@ static void test_trailer_store_ack(void **st)
         assert_int_equal(phx_ml_admit(a, 1, &t, 9, 10, k, &rsn), PHX_ML_DELIVER);
     uint8_t pb[4096], ack[PHX_ML_ACK_MAX];
     long n = phx_ml_pb_encode(a, pb, sizeof pb);
-    assert_int_equal(n, 6 + 14 + 3 * 32);
+    /* Header 6, range (queue, first, count) 3 varints of 1 byte, each det
+     * 4 one-byte deltas (was 6 + 14 + 3 * 32 with fixed-width fields). */
+    assert_int_equal(n, 6 + 3 + 3 * 4);
     assert_true(phx_ml_pb_store(b, 0, pb, (size_t)n, ack) > 0);
     long m = phx_ml_pb_store(b, 0, pb, (size_t)n, ack);   /* the same again */
     phx_ml_stats_t x;
@@ -654,16 +656,76 @@ static void test_trailer_store_ack(void **st)
     assert_int_equal(phx_ml_pb_store(b, 0, pb, 3, ack), PHX_EPROTO);   /* truncated */
     /* Per-link suffixes: a peer gets each det once, the next only new ones. */
     assert_int_equal(phx_ml_admit(a, 0, &t, 9, 10, 4, &rsn), PHX_ML_DELIVER);
-    assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, 30), PHX_ENOSPC);   /* records nothing as sent */
-    assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, sizeof pb), 6 + 14 + 32);
+    assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, 10), PHX_ENOSPC);   /* records nothing as sent */
+    assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, sizeof pb), 6 + 3 + 4);
     assert_int_equal(phx_ml_pb_encode_to(a, 1, pb, sizeof pb), 0);
     assert_int_equal(phx_ml_admit(a, 0, &t, 9, 10, 5, &rsn), PHX_ML_DELIVER);
     n = phx_ml_pb_encode_to(a, 1, pb, sizeof pb);
-    assert_int_equal(n, 6 + 14 + 32);
+    assert_int_equal(n, 6 + 3 + 4);
     assert_true(phx_ml_pb_store(b, 0, pb, (size_t)n, ack) > 0);
     phx_ml_stats(b, &x);
     assert_int_equal(x.detlog_len, 4);   /* the first suffix was encoded but not handed to b */
     assert_int_equal(phx_ml_pb_store(b, 1, pb, (size_t)n, ack), PHX_EPROTO);   /* from itself */
+    phx_ml_destroy(a);
+    phx_ml_destroy(b);
+}
+
+typedef struct got { phx_det_t d[8]; int n; } got_t;
+static int all_lost(void *arg, uint64_t tid) { (void)arg; (void)tid; return 1; }
+static void got_det(void *arg, const phx_det_t *d)
+{
+    got_t *g = arg;
+    if (g->n < 8)
+        g->d[g->n] = *d;
+    g->n++;
+}
+
+/* The delta/varint trailer round-trips any values (tids with their home in
+ * the high bits, falling rsns, 64-bit extremes); batched acks: a store
+ * without an ack owes one, ack_take pays everything owed at once and the
+ * origin's queue then carries nothing more. */
+static void test_codec_and_batched_ack(void **st)
+{
+    (void)st;
+    phx_ml_cfg_t cfa = { .rank = 0, .n = 2, .inc = 3, .nq = 2, .qcap = 16 };
+    phx_ml_cfg_t cfb = { .rank = 1, .n = 2, .inc = 1, .nq = 2, .qcap = 16 };
+    phx_ml_t *a = phx_ml_create(&cfa), *b = phx_ml_create(&cfb);
+    const phx_det_t in[] = {
+        { 2ull << 48 | 7, 1ull << 48 | 9, 1, 1 }, { 1ull << 48 | 3, 1ull << 48 | 9, 5, 2 },
+        { UINT64_MAX, 4, UINT64_MAX, 3 }, { 0, UINT64_MAX, 0, UINT64_MAX }, { 5, 6, 7, 8 },
+    };
+    for (size_t i = 0; i < sizeof in / sizeof *in; i++)
+        assert_true(phx_detq_add(phx_ml_queue(a, (int)(i & 1)), &in[i]) >= 0);
+    uint8_t pb[4096], ack[PHX_ML_ACK_MAX];
+    long n = phx_ml_pb_encode_to(a, 1, pb, sizeof pb);
+    assert_true(n > 0);
+    for (long cut = 0; cut < n; cut++)   /* every truncation is refused */
+        assert_true(phx_ml_pb_store(b, 0, pb, (size_t)cut, NULL) < 0);
+    assert_int_equal(phx_ml_pb_store(b, 0, pb, (size_t)n, NULL), 0);
+    assert_int_equal(phx_ml_ack_owed(b, 0), 5);
+    got_t g = { 0 };
+    phx_ml_restart_cb_t cb = { &g, all_lost, got_det, NULL };
+    phx_ml_restart_dets(b, &cb);
+    /* Stored in queue order: queue 0 had in[0], in[2], in[4]; 1 in[1], in[3]. */
+    const int order[] = { 0, 2, 4, 1, 3 };
+    assert_int_equal(g.n, 5);
+    for (int i = 0; i < 5; i++)
+        assert_memory_equal(&g.d[i], &in[order[i]], sizeof in[0]);
+    long m = phx_ml_ack_take(b, 0, ack);
+    assert_true(m > 0);
+    assert_int_equal(phx_ml_ack_owed(b, 0), 0);
+    assert_int_equal(phx_ml_ack_take(b, 0, ack), 0);   /* nothing more owed */
+    assert_int_equal(phx_ml_on_ack(a, ack, (size_t)m), 0);
+    uint64_t f, e;
+    assert_int_equal(phx_detq_piggyback(phx_ml_queue(a, 0), &f, &e), 0);
+    assert_int_equal(phx_detq_piggyback(phx_ml_queue(a, 1), &f, &e), 0);
+    /* A checkpoint: the origin acks itself, nothing stays owed. */
+    assert_true(phx_detq_add(phx_ml_queue(a, 0), &in[0]) >= 0);
+    n = phx_ml_pb_encode_to(a, 1, pb, sizeof pb);
+    assert_int_equal(phx_ml_pb_store(b, 0, pb, (size_t)n, NULL), 0);
+    assert_int_equal(phx_ml_ack_owed(b, 0), 1);
+    phx_ml_checkpoint(b);
+    assert_int_equal(phx_ml_ack_owed(b, 0), 0);
     phx_ml_destroy(a);
     phx_ml_destroy(b);
 }
@@ -718,6 +780,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stale_incarnation),
         cmocka_unit_test(test_trailer_store_ack),
+        cmocka_unit_test(test_codec_and_batched_ack),
         cmocka_unit_test(test_replay_order),
         cmocka_unit_test(test_decide),
         cmocka_unit_test(test_ring_volume),

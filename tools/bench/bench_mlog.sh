@@ -19,10 +19,17 @@
 #  3. Recovery cost of one kill, mlog-causal against cr: jacobi on 8 nodes
 #     x 2 workers, V = 8 blocks per node, rank 3 SIGKILLed once iteration
 #     K is logged; per round the time lost = (jacobi's ms with the kill) -
-#     (without), for each mode, interleaved; medians and their ratio.
+#     (without), for each mode, interleaved; medians and their ratio. Split
+#     from the main task's progress into the window around the kill
+#     (iterations K-50 to K+W: detection, restore, replay or redo) and the
+#     rest of the run after it; and the CPU lost (user + sys of all nodes).
+#     Stall: from the first failure notice to the first iteration the job
+#     had not completed before it (the recovery itself, free of the
+#     run-to-run spread of whole runs on a loaded machine).
 # Usage: tools/bench/bench_mlog.sh BUILD_DIR [REPS]
 #   PARTS=1,2,3 (default all); OPS=200000 operations per producer; TS="1 2 4 8";
-#   JARGS="-N 512 -i 400 -c 50" jacobi's arguments for part 2.
+#   JARGS="-N 512 -i 400 -c 50" jacobi's arguments for part 2; part 3:
+#   RARGS="-N 512 -i 1200 -c 100 -V 8", K=350, W=150.
 set -eu
 PARTS=${PARTS:-1,2,3}
 part() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
@@ -111,27 +118,59 @@ K=${K:-350}
 echo
 echo "3. recovery cost of one kill (rank 3 at iteration $K), jacobi $RARGS on 8 nodes x 2 workers"
 echo
-jrun() {   # jrun MODE KILL: prints jacobi's ms
+jrun() {   # jrun MODE KILL: prints "ms cpu window_ms after_ms stall_ms"
     rm -f "$T"/ev.* "$T/pids"
-    PHX_WORKERS=2 "$B/phx" run -n 8 --pidfile "$T/pids" "$B/jacobi" --phx-ft=1 --phx-recovery="$1" \
-        --phx-eventlog="$T/ev.%r.jsonl" $RARGS >"$T/out" 2>/dev/null &
+    PHX_WORKERS=2 /usr/bin/time -f "cpu %U %S" -o "$T/cpu" "$B/phx" run -n 8 --pidfile "$T/pids" "$B/jacobi" \
+        --phx-ft=1 --phx-recovery="$1" --phx-eventlog="$T/ev.%r.jsonl" $RARGS >"$T/out" 2>/dev/null &
     local j=$!
     if [ "$2" = 1 ]; then
         for _ in $(seq 2000); do grep -qs "\"ev\":\"jacobi_iter\",\"iter\":$K}" "$T/ev.0.jsonl" && break; sleep 0.02; done
         kill -9 "$(awk '$1 == 3 { print $2 }' "$T/pids")" 2>/dev/null
     fi
     wait "$j"
-    sed -n 's/.*(\([0-9.]*\) ms).*/\1/p' "$T/out" | tail -1
+    # The main task's progress: the window around the kill (iterations
+    # K - 50 to K + W) and everything after it.
+    python3 - "$T" "$K" "${W:-150}" "$(sed -n 's/.*(\([0-9.]*\) ms).*/\1/p' "$T/out" | tail -1)" \
+        "$(awk '$1 == "cpu" { print $2 + $3 }' "$T/cpu")" <<'PY'
+import glob, json, sys
+ev = []
+for f in glob.glob(sys.argv[1] + "/ev.*.jsonl"):
+    for l in open(f):
+        e = json.loads(l)
+        if e["ev"] in ("jacobi_iter", "failure"):
+            ev.append(e)
+its = {e["iter"]: e["t"] for e in ev if e["ev"] == "jacobi_iter"}
+k, w = int(sys.argv[2]), int(sys.argv[3])
+a, b, z = k - 50, k + w, max(its) if its else 0
+ok = sys.argv[4] and a in its and b in its
+# Stall: from the first failure notice to the first iteration the job had
+# not completed before it (cr redoes the lost ones, mlog replays).
+fails = [e["t"] for e in ev if e["ev"] == "failure"]
+stall = 0
+if fails:
+    tf = min(fails)
+    top = max([e["iter"] for e in ev if e["ev"] == "jacobi_iter" and e["t"] < tf] or [0])
+    nxt = [e["t"] for e in ev if e["ev"] == "jacobi_iter" and e["iter"] == top + 1 and e["t"] > tf]
+    stall = (min(nxt) - tf) / 1e6 if nxt else 0
+print(sys.argv[4] or 0, sys.argv[5] or 0, (its[b] - its[a]) / 1e6 if ok else 0, (its[z] - its[b]) / 1e6 if ok else 0, stall)
+PY
 }
 : >"$T/lost"
 for r in $(seq "$REPS"); do
     for m in cr mlog-causal; do
         a=$(jrun "$m" 0); b=$(jrun "$m" 1)
-        awk -v m="$m" -v a="$a" -v b="$b" 'BEGIN { if (a > 0 && b > 0) print m, b - a }' >>"$T/lost"
+        echo "$m $a $b" | awk '$2 > 0 && $7 > 0 { print $1, $7 - $2, $8 - $3, $9 - $4, $10 - $5, $11 }' >>"$T/lost"
     done
 done
-lc=$(awk '$1 == "cr" { print $2 }' "$T/lost" | median)
-lm=$(awk '$1 == "mlog-causal" { print $2 }' "$T/lost" | median)
-printf '| mode | time lost to one kill, ms (median) |\n|---|---|\n| cr | %s |\n| mlog-causal | %s |\n' "$lc" "$lm"
-awk -v c="$lc" -v m="$lm" 'BEGIN { if (m > 0) printf "\ncr / mlog-causal: %.2fx\n", c / m }'
+col() { awk -v m="$1" -v c="$2" '$1 == m { print $c }' "$T/lost" | median; }
+printf '| mode | stall, ms | time lost to one kill, ms | of which: window (iterations K-50 to K+%s) | after it | CPU lost, s |\n|---|---|---|---|---|---|\n' "${W:-150}"
+for m in cr mlog-causal; do
+    printf '| %s | %.0f | %.0f | %.0f | %.0f | %.2f |\n' "$m" "$(col "$m" 6)" "$(col "$m" 2)" "$(col "$m" 4)" "$(col "$m" 5)" "$(col "$m" 3)"
+done
+sc=$(col cr 6); sm=$(col mlog-causal 6)
+awk -v c="$sc" -v m="$sm" 'BEGIN { if (m > 0) printf "\nstall: cr / mlog-causal: %.2fx\n", c / m }'
+lc=$(col cr 2); lm=$(col mlog-causal 2)
+awk -v c="$lc" -v m="$lm" 'BEGIN { if (m > 0) printf "time lost: cr / mlog-causal: %.2fx\n", c / m }'
+wc_=$(col cr 4); wm=$(col mlog-causal 4)
+awk -v c="$wc_" -v m="$wm" 'BEGIN { if (m > 0) printf "window: cr / mlog-causal: %.2fx\n", c / m }'
 fi
