@@ -5,11 +5,14 @@
 # campaign's exit status and its table), on a run that was not classified,
 # and when fewer than a quarter of the faults landed inside the work (so the
 # test cannot pass by breaking nothing). Bounded: each run by 30 s + 10
-# delta, the campaign by BUDGET seconds (no new run starts after it).
+# delta, the campaign by BUDGET seconds (no new run starts after it). A
+# run's detection and recovery take a few delta, so the budget is 35 delta:
+# 35 s at the default delta, longer where delta is raised for load or a
+# sanitizer, so that the campaign still gets its 5 runs.
 # Then one `freeze` run (a rank SIGSTOPped for good, jacobi with cr): phx
 # used to wait for it for ever after the job's result was out; now it kills
 # a node still stopped 5 s after the job ended, so the run ends, exact.
-# Usage: test_campaign.sh BINDIR   Env: SEED, RUNS (20), BUDGET (35),
+# Usage: test_campaign.sh BINDIR   Env: SEED, RUNS (20), BUDGET (35 delta),
 #        PHX_HB_TIMEOUT (delta).
 set -u
 BIN=$1
@@ -21,7 +24,7 @@ command -v "$PY" >/dev/null || skip "python3 is needed by tools/chaos/campaign"
     skip "cannot bind 127.0.0.3 (the host-loss kind needs loopback aliases)"
 SEED=${SEED:-$(( ($$ * 2654435761) % 4294967296 ))}
 RUNS=${RUNS:-20}
-BUDGET=${BUDGET:-35}
+BUDGET=${BUDGET:-$(( 35 * $(hb_ms) / 1000 ))}
 echo "# campaign: $RUNS runs, seed $SEED, budget ${BUDGET}s, delta $(hb_ms) ms"
 T=$(now_ms)
 "$PY" "$HERE/../../tools/chaos/campaign" --bin "$BIN" --runs "$RUNS" --seed "$SEED" \

@@ -363,6 +363,18 @@ static void sim_init(sim_t *s, uint64_t seed, int n, int K, unsigned arity)
     }
 }
 
+/* One simulator for every run: it is 2.3 MiB (rank sets of 65,536 bits), and
+ * under a sanitizer a fresh allocation per run costs more system time (map,
+ * shadow, unmap) than the run itself. sim_init clears it. Single-threaded. */
+static sim_t *sim_get(void)
+{
+    static sim_t *one;
+    if (!one)
+        one = malloc(sizeof *one);
+    assert_non_null(one);
+    return one;
+}
+
 static void sim_free(sim_t *s)
 {
     for (int x = 0; x < s->n; x++) {
@@ -600,16 +612,23 @@ static uint64_t env_u64(const char *name, uint64_t dflt)
     return v && *v ? strtoull(v, NULL, 10) : dflt;
 }
 
+/* ERA_RUNS random schedules (20,000), a fifth as many shrink and revoke
+ * ones, a fiftieth per scenario; ERA_RUNS / ERA_SEED0 widen a one-off stress run, and sanitizer
+ * builds lower ERA_RUNS (ft/era/CMakeLists.txt). */
+static int era_runs(void)
+{
+    return (int)env_u64("ERA_RUNS", 20000);
+}
+
 static void test_random_schedules(void **state)
 {
     (void)state;
-    /* ERA_RUNS / ERA_SEED0 widen a one-off stress run; ctest uses defaults. */
-    const uint64_t runs = env_u64("ERA_RUNS", 20000), seed0 = env_u64("ERA_SEED0", 1);
+    const uint64_t runs = (uint64_t)era_runs(), seed0 = env_u64("ERA_SEED0", 1);
     long msgs = 0, kills = 0, starts = 0, procfail = 0, dec = 0;
     clock_t t0 = clock();
     int failures = 0;
     for (uint64_t seed = seed0; seed < seed0 + runs; seed++) {
-        sim_t *s = malloc(sizeof *s);
+        sim_t *s = sim_get();
         uint64_t r0 = seed * 7919;
         int n = 2 + (int)(r0 % (MAXN - 1));
         int K = 1 + (int)((r0 / 15) % 4);
@@ -630,7 +649,6 @@ static void test_random_schedules(void **state)
             }
         }
         sim_free(s);
-        free(s);
         if (failures > 5)
             break;
     }
@@ -649,7 +667,7 @@ static int run_scenario(const char *name, int n, int K, setup_fn fn, int seeds)
 {
     int failures = 0, hit = 0;
     for (int seed = 1; seed <= seeds; seed++) {
-        sim_t *s = malloc(sizeof *s);
+        sim_t *s = sim_get();
         sim_init(s, (uint64_t)seed * 104729 + (uint64_t)n, n, K, 2);
         s->mode = seed % 3;
         fn(s);
@@ -660,7 +678,6 @@ static int run_scenario(const char *name, int n, int K, setup_fn fn, int seeds)
         failures += s->fail != 0;
         hit += alive_count(s) < n;
         sim_free(s);
-        free(s);
     }
     printf("[era] scenario %-26s n=%2d: %d schedules, %d with the kill, %d failing\n", name, n,
            seeds, hit, failures);
@@ -717,17 +734,18 @@ static void test_scenarios(void **state)
 {
     (void)state;
     int f = 0;
-    f += run_scenario("root killed mid-decide", 7, 2, sc_root_mid_decide, 400);
-    f += run_scenario("root killed mid-decide", 15, 2, sc_root_mid_decide, 400);
-    f += run_scenario("root killed early", 7, 2, sc_root_before_decide, 400);
-    f += run_scenario("interior killed after UP", 7, 2, sc_interior_after_up, 400);
-    f += run_scenario("interior killed mid-decide", 15, 2, sc_interior_mid_decide, 400);
-    f += run_scenario("leaf killed before start", 7, 2, sc_leaf_before_start, 400);
-    f += run_scenario("leaf killed after UP", 7, 2, sc_leaf_after_up, 400);
-    f += run_scenario("two kills (interior+root)", 7, 2, sc_two_kills, 400);
-    f += run_scenario("root and heir mid-decide", 15, 2, sc_root_and_heir, 400);
-    f += run_scenario("kill between agreements", 9, 3, sc_between, 400);
-    f += run_scenario("root killed between", 9, 3, sc_between_root, 400);
+    const int seeds = era_runs() / 50;  /* 400 */
+    f += run_scenario("root killed mid-decide", 7, 2, sc_root_mid_decide, seeds);
+    f += run_scenario("root killed mid-decide", 15, 2, sc_root_mid_decide, seeds);
+    f += run_scenario("root killed early", 7, 2, sc_root_before_decide, seeds);
+    f += run_scenario("interior killed after UP", 7, 2, sc_interior_after_up, seeds);
+    f += run_scenario("interior killed mid-decide", 15, 2, sc_interior_mid_decide, seeds);
+    f += run_scenario("leaf killed before start", 7, 2, sc_leaf_before_start, seeds);
+    f += run_scenario("leaf killed after UP", 7, 2, sc_leaf_after_up, seeds);
+    f += run_scenario("two kills (interior+root)", 7, 2, sc_two_kills, seeds);
+    f += run_scenario("root and heir mid-decide", 15, 2, sc_root_and_heir, seeds);
+    f += run_scenario("kill between agreements", 9, 3, sc_between, seeds);
+    f += run_scenario("root killed between", 9, 3, sc_between_root, seeds);
     assert_int_equal(f, 0);
 }
 
@@ -761,11 +779,11 @@ static void check_shrink(sim_t *s)
 static void test_shrink_random(void **state)
 {
     (void)state;
-    const int runs = 4000;
+    const int runs = era_runs() / 5;
     int failures = 0;
     long removed = 0;
     for (int seed = 1; seed <= runs; seed++) {
-        sim_t *s = malloc(sizeof *s);
+        sim_t *s = sim_get();
         int n = 2 + seed % 15;
         sim_init(s, (uint64_t)seed * 31337, n, 2, 2);
         s->prog = PROG_SHRINK;
@@ -788,7 +806,6 @@ static void test_shrink_random(void **state)
                 break;
             }
         sim_free(s);
-        free(s);
     }
     printf("[era] shrink: %d schedules, %ld ranks excluded in total, %d failing\n", runs, removed,
            failures);
@@ -798,10 +815,10 @@ static void test_shrink_random(void **state)
 static void test_revoke_random(void **state)
 {
     (void)state;
-    const int runs = 4000;
+    const int runs = era_runs() / 5;
     int failures = 0, reached = 0;
     for (int seed = 1; seed <= runs; seed++) {
-        sim_t *s = malloc(sizeof *s);
+        sim_t *s = sim_get();
         int n = 2 + seed % 15;
         sim_init(s, (uint64_t)seed * 65537, n, 2, 2);
         random_knobs(s);
@@ -831,7 +848,6 @@ static void test_revoke_random(void **state)
         report(s, (uint64_t)seed);
         failures += s->fail != 0;
         sim_free(s);
-        free(s);
     }
     printf("[era] revoke: %d schedules, %d reached survivors, %d failing\n", runs, reached,
            failures);
@@ -843,7 +859,7 @@ static void test_revoke_random(void **state)
 static void test_api_errors(void **state)
 {
     (void)state;
-    sim_t *s = malloc(sizeof *s);
+    sim_t *s = sim_get();
     sim_init(s, 1, 3, 1, 2);
     phx_ft_era_t *e = s->era[0], *bad = NULL;
     phx_ft_era_env_t env = { .send = cb_send, .decided = cb_decided };
@@ -874,7 +890,6 @@ static void test_api_errors(void **state)
     assert_int_equal(phx_ft_era_start(e, s->world[0], 1, &v, PHX_FT_ERA_AND), PHX_EINVAL);
     assert_int_equal(phx_ft_era_pending(e), 1);
     sim_free(s);
-    free(s);
 }
 
 static void test_wire_malformed(void **state)
@@ -882,7 +897,7 @@ static void test_wire_malformed(void **state)
     (void)state;
     enum phx_log_level lvl = phx_log_get_level();
     phx_log_set_level(PHX_LOG_ERROR);      /* 20k expected warnings */
-    sim_t *s = malloc(sizeof *s);
+    sim_t *s = sim_get();
     sim_init(s, 3, 3, 1, 2);
     s->op[0] = PHX_FT_ERA_OR;
     s->nwords[0] = 2;
@@ -945,13 +960,12 @@ static void test_wire_malformed(void **state)
     assert_int_equal(s->fail, 0);
     phx_log_set_level(lvl);
     sim_free(s);
-    free(s);
 }
 
 static void test_gc_many(void **state)
 {
     (void)state;
-    sim_t *s = malloc(sizeof *s);
+    sim_t *s = sim_get();
     int n = 6, total = 300;
     size_t maxhist = 0;
     sim_init(s, 11, n, 1, 2);
@@ -975,7 +989,6 @@ static void test_gc_many(void **state)
     assert_int_equal(s->fail, 0);
     assert_true(maxhist <= 2);
     sim_free(s);
-    free(s);
 }
 
 /* ---- full scale: 1024 ranks, 1024-bit values -------------------------- */
