@@ -693,6 +693,31 @@ static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8
         PHX_WARN("mlog", "unknown control tag %u from rank %d", h->tag, peer);
 }
 
+/* Comm thread, on a second failure: the global rollback that follows
+ * restores every task from the checkpoint, so a partial recovery still
+ * under way is void. Its records would otherwise hold the restored tasks'
+ * deliveries for ever (no hand-back follows a global rollback). Open the
+ * gate first (rel, then phase: ml_admit reads phase before the lock), then
+ * free the records under the write lock. */
+static void drop_replays(mlog_t *g)
+{
+    g->released = 1;
+    atomic_store(&g->rel, 1);
+    atomic_store_explicit(&g->phase, 0, memory_order_release);
+    pthread_rwlock_wrlock(&g->rep_lock);
+    for (size_t i = 0; i < g->rep.cap; i++)
+        if (g->rep.keys[i]) {
+            rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
+            phx_ml_task_free(&r->mt);
+            pthread_mutex_destroy(&r->mu);
+            free(r);
+        }
+    phx_map_free(&g->rep);
+    phx_map_init(&g->rep);
+    atomic_store(&g->nrep, 0);
+    pthread_rwlock_unlock(&g->rep_lock);
+}
+
 static void try_release_if_started(mlog_t *g)
 {
     if (g->done[g->n->rank])
@@ -709,10 +734,11 @@ static int ml_on_failure(void *st, int rank)
     /* cr restores only the dead node's tasks on the job's first failure
      * (k = 1: a later one may have taken determinants with it, so it rolls
      * back globally). */
-    if (g->nfail > 1)
+    if (g->nfail > 1) {
         phx_evlog("mlog_fallback", "\"dead\":%d,\"reason\":\"second failure\"", rank);
-    /* A release waits for every live rank's hand-back: one fewer now. */
-    try_release_if_started(g);
+        drop_replays(g);
+    } else
+        try_release_if_started(g);   /* a release waits for every live rank's hand-back: one fewer now */
     int rc = CR->on_failure(g->cr, rank);
     if (g->pess)
         flush(g);   /* a worker may wait on a flush the dead rank never acked */
