@@ -121,6 +121,8 @@ typedef struct app_task {
     phx_ml_task_t mt;            /* rsn and installed dets (ft/mlog) */
     uint8_t *have[2];            /* replay: ssn available from left / right */
     uint32_t have_cap;
+    uint8_t *order;              /* mlog: side delivered at each rsn (the replay's check) */
+    uint32_t order_cap;
 } app_task_t;
 
 typedef struct crash_on { int rank, kind; uint32_t k; } crash_on_t;
@@ -189,7 +191,7 @@ typedef struct sim {
     int cr_rounds;
     /* the stencil app and mlog-causal */
     app_task_t *task;
-    int app_stop, nbehind, ml_partial, ml_gap, ml_hold_max;
+    int app_stop, nbehind, ml_partial, ml_gap, ml_hold_max, ml_order_bad;
     uint64_t app_msgs, app_local, caught_at, ml_release_at, ml_replay_from;
     uint64_t ml_dets_back, ml_msgs_back, ml_back_bytes, ml_rdone_marks, ml_acks;
     uint64_t ml_pb_bytes, ml_ack_bytes, app_dups;
@@ -656,13 +658,18 @@ static void app_drain(int r)
             if (nx >= t->have_cap || !t->have[sd][nx])
                 continue;
             uint64_t rsn;
+            int named = t->mt.replaying && t->mt.rsn + 1 <= t->mt.rep_base + t->mt.rep_n;
             int rc = phx_ml_admit(x->ml, 0, &t->mt, (uint64_t)from[sd] + 1, (uint64_t)r + 1, nx, &rsn);
             if (rc < 0)
                 die("mlog admit", rc);
-            if (rc == PHX_ML_DELIVER)
+            if (rc == PHX_ML_DELIVER) {
                 t->got[sd] = nx, moved = 1;
-            else
+                /* a det-named delivery repeats the lost execution's */
+                if (named && (rsn >= t->order_cap || t->order[rsn] != sd))
+                    S.ml_order_bad++;
+            } else {
                 held++;
+            }
         }
     }
     if (held > S.ml_hold_max)
@@ -721,6 +728,14 @@ static void app_recv(int y, int from, const uint8_t *buf, size_t len)
         int rc = phx_ml_admit(x->ml, 0, &t->mt, (uint64_t)src + 1, (uint64_t)dst + 1, hdr[2], &rsn);
         if (rc != PHX_ML_DELIVER)
             die("mlog admit (live task)", rc < 0 ? rc : PHX_EPROTO);
+        if (rsn >= t->order_cap) {
+            uint32_t c = t->order_cap ? 2 * t->order_cap : 256;
+            while (c <= rsn)
+                c *= 2;
+            t->order = xrealloc(t->order, c);
+            t->order_cap = c;
+        }
+        t->order[rsn] = (uint8_t)sd;
     }
     t->got[sd] = hdr[2];
     stencil_try_step(dst);
@@ -1983,7 +1998,7 @@ static void report(long rss0)
                "\"dets_back\":%" PRIu64 ",\"msgs_back\":%" PRIu64 ",\"back_bytes\":%" PRIu64
                ",\"rdone_counted\":%" PRIu64 ",\"acks\":%" PRIu64 ",\"pb_bytes_per_msg\":%.1f,"
                "\"ack_bytes_per_msg\":%.1f,\"logged\":%" PRIu64 ",\"dets\":%" PRIu64
-               ",\"dets_stored\":%" PRIu64 ",\"log_max\":%" PRIu64 "}",
+               ",\"dets_stored\":%" PRIu64 ",\"log_max\":%" PRIu64 ",\"order_bad\":%d}",
                S.c.mlog, partial, ms(S.c.app_iter), dead >= 0 ? S.task[dead].target : 0,
                S.caught_at ? ms(S.caught_at - t0) : -1.0,
                S.ml_release_at ? ms(S.ml_release_at - t0) : -1.0,
@@ -1992,7 +2007,7 @@ static void report(long rss0)
                S.ml_rdone_marks, S.ml_acks,
                S.app_msgs ? (double)S.ml_pb_bytes / (double)S.app_msgs : 0.0,
                S.app_msgs ? (double)S.ml_ack_bytes / (double)S.app_msgs : 0.0, ms_sum.logged,
-               ms_sum.dets, ms_sum.dets_stored, log_max);
+               ms_sum.dets, ms_sum.dets_stored, log_max, S.ml_order_bad);
     }
     if (S.bc) {
         int missed = 0;
@@ -2047,8 +2062,9 @@ static void report(long rss0)
                 cr_unfinished, S.cr_lost);
         bad = 1;
     }
-    if (S.task && S.ncrashed && (!S.caught_at || S.ml_gap)) {
-        fprintf(stderr, "phx-sim: CHECK app: %d tasks never caught up, %d det gaps\n", S.nbehind, S.ml_gap);
+    if (S.task && S.ncrashed && (!S.caught_at || S.ml_gap || S.ml_order_bad)) {
+        fprintf(stderr, "phx-sim: CHECK app: %d tasks never caught up, %d det gaps, %d replayed "
+                "deliveries out of the lost order\n", S.nbehind, S.ml_gap, S.ml_order_bad);
         bad = 1;
     }
     if (S.c.era_k && !era_ok) {
