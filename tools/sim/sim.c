@@ -137,6 +137,7 @@ typedef struct cfg {
     int app;                 /* run the stencil app (implied by --mlog) */
     uint64_t app_start, app_iter;
     uint32_t app_bytes;
+    int ml_swap;             /* negative control: corrupt one handed-back det pair */
     double state_mb, bw_gbps, restore_gbps;
     int hb, reset, host_size, bcast_list_max;
     uint64_t delta, eta;
@@ -907,6 +908,18 @@ static void ml_deliver(int y, const ev_t *e)
         return;
     case ML_RDETS:
     case ML_RMSG:
+        if (type == ML_RDETS && S.c.ml_swap) {
+            /* the first adjacent pair from two senders trades senders: the
+             * replay then follows dets that differ from the lost order */
+            phx_det_t *d = (phx_det_t *)e->buf;
+            for (size_t i = 0; i + 1 < e->len / sizeof *d; i++)
+                if (d[i].rsn + 1 == d[i + 1].rsn && d[i].sender != d[i + 1].sender) {
+                    phx_det_t a = d[i];
+                    d[i].sender = d[i + 1].sender, d[i].ssn = d[i + 1].ssn;
+                    d[i + 1].sender = a.sender, d[i + 1].ssn = a.ssn;
+                    break;
+                }
+        }
         for (size_t i = 0; i < e->len; i += type == ML_RDETS ? sizeof(phx_det_t) : 16) {
             if (type == ML_RDETS) {
                 phx_det_t d;
@@ -1674,6 +1687,7 @@ static void usage(void)
             "             --mlog=1 (recovery=mlog-causal over ft/mlog; implies --cr=1 --app=1)\n"
             "             --app=1: a 1-D stencil on the rank ring from --app-start-ms (2000, the\n"
             "             last checkpoint), --app-iter-us (10000) per step, --app-bytes (1024)\n"
+            "             --ml-test-swap=1 (tests: corrupt a handed-back det pair; --check must fail)\n"
             "  termination: --td=NAME --td-hops=K --task-us=W (token of Theorem 1, 001_*; W per hop;\n"
             "               --td-walk=uniform|ring: next hop uniform, or rank+1 as apps/tdk ring)\n"
             "  --check: exit 1 if a property fails; --deadset-check=0 skips the dead-set one\n"
@@ -1769,6 +1783,7 @@ static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
         else if (!strcmp(a, "app-start-ms")) c->app_start = ms_arg(v);
         else if (!strcmp(a, "app-iter-us")) c->app_iter = ms_arg(v) / 1000;
         else if (!strcmp(a, "app-bytes")) c->app_bytes = (uint32_t)atoi(v);
+        else if (!strcmp(a, "ml-test-swap")) c->ml_swap = atoi(v);
         else if (!strcmp(a, "state-mb")) c->state_mb = strtod(v, NULL);
         else if (!strcmp(a, "bw-gbps")) c->bw_gbps = strtod(v, NULL);
         else if (!strcmp(a, "restore-gbps")) c->restore_gbps = strtod(v, NULL);

@@ -57,6 +57,11 @@ for seed in 1 2 3; do
 done
 run --seed=1 --mlog=1 --app-start-ms=2500 --crash=5@3000 --crash=600@3000
 run --seed=1 --cr=1 --app=1 --app-start-ms=2500 --crash=5@3000
+# negative control: one handed-back det pair corrupted, the order check must fire
+if "$SIM" --n=$N --check --stop-early=1 --seed=1 --mlog=1 --app-start-ms=2500 --crash=7@3000 \
+        --jitter-us=30 --dist=exp --ml-test-swap=1 >/dev/null 2>&1; then
+    echo "FAIL: corrupted dets went unnoticed (--ml-test-swap=1)"; fail=1
+fi
 N=512 run --seed=1 --crash-random=256@3000 --until-ms=60000
 # shrink past the old 1024-rank limit (issue 15): a rank known dead before,
 # and rank 1 dying right after its first shrink message (its UP); every
