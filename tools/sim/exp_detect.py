@@ -4,14 +4,14 @@ n for 1, floor(log2 n) - 1 (random and ring-adjacent) and n/2 failures, beside
 the seed's T(f) bound (002_*). Also feeds exp_bcast.py's per-node counts.
 Crashes are silent (no TCP reset), all at t = 3 s, delta = 1 s, eta = 100 ms.
 SIM_NS (default "1024 4096 16384 65536") and SIM_HALF_NS (n/2 runs, default
-"1024 2048 4096 8192") choose the sizes: n/2 failures are n/2 broadcasts of
+"1024 2048 4096 8192 16384") choose the sizes: n/2 failures are n/2 broadcasts of
 about n log n copies each, so their events grow as n^2 log n (bytes too, since
 the compact broadcast bounds a copy's size; see README)."""
 import os
 from simlib import NET, DELTA_MS, run, table, plot, log2, t_bound_ms, HERE
 
 NS = [int(x) for x in os.environ.get("SIM_NS", "1024 4096 16384 65536").split()]
-HALF = [int(x) for x in os.environ.get("SIM_HALF_NS", "1024 2048 4096 8192").split()]
+HALF = [int(x) for x in os.environ.get("SIM_HALF_NS", "1024 2048 4096 8192 16384").split()]
 
 
 def cases(n):

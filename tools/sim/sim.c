@@ -37,6 +37,7 @@
 #include "ft/hb/bcast.h"
 #include "ft/hb/hb.h"
 #include "ft/hb/ring.h"
+#include "ft/mlog/scml.h"
 #include "ft/termination/td.h"
 
 #define US 1000ull
@@ -47,10 +48,13 @@
 #define EV_BCASTMSG 100   /* crash-point kind: BCASTMSG copies sent (a subset of EV_HB) */
 
 enum kind { EV_HB, EV_ERA, EV_TDC, EV_APP, EV_TIMER, EV_CRASH, EV_HINT, EV_ERA_START, EV_BC, EV_WAKE,
-            EV_CR, EV_NKIND };
+            EV_CR, EV_ML, EV_NKIND };
 /* recovery=cr messages (core/ckpt.c), in the tag's low byte; round above */
 enum { CR_STATE, CR_DECIDE, CR_XFER, CR_DONE, CR_GO };
 #define CR_SLICES 32   /* PHX_LOC_SLICES (core/node.h) */
+/* The stencil app and mlog-causal (core/mlog.c) messages, in the tag's low
+ * byte; the sender's rollback epoch above. */
+enum { ML_APP, ML_STEP, ML_ACK, ML_RDETS, ML_RMSG, ML_RDONE, ML_KICK };
 enum lat_dist { LAT_CONST, LAT_UNIFORM, LAT_EXP };
 
 typedef struct ev {
@@ -96,7 +100,30 @@ typedef struct node {
     int cr_round_of;             /* decided round (coordinator), -1: none */
     int cr_ndone;
     uint64_t cr_go_at;
+    /* the stencil app and recovery=mlog-causal */
+    phx_ml_t *ml;                /* the real SCML state of this node */
+    uint32_t epoch;              /* rollbacks seen (cr): older app frames are dropped */
+    uint8_t app_paused;          /* workers paused between DECIDE and GO */
+    int ml_rdone;                /* hand-backs complete (RDONE) received, new host */
 } node_t;
+
+/* One app task per rank (task id = rank + 1 in ft/mlog): a 1-D stencil on
+ * the rank ring. Step k computes app_iter on a worker (its own timeline,
+ * not the comm thread), then sends ssn k to both neighbours; step k + 1
+ * needs ssn k from both. After a failure the dead rank's task lives on the
+ * host of its first slice (ft/ckpt's relocation). */
+typedef struct app_task {
+    int host;
+    uint32_t step, got[2];       /* steps done; highest ssn delivered from left / right */
+    uint32_t target;             /* step reached when the first crash happened */
+    uint64_t free;               /* its worker is free from */
+    uint8_t stepping, behind, replay, wait_go;
+    phx_ml_task_t mt;            /* rsn and installed dets (ft/mlog) */
+    uint8_t *have[2];            /* replay: ssn available from left / right */
+    uint32_t have_cap;
+    uint8_t *order;              /* mlog: side delivered at each rsn (the replay's check) */
+    uint32_t order_cap;
+} app_task_t;
 
 typedef struct crash_on { int rank, kind; uint32_t k; } crash_on_t;
 
@@ -106,6 +133,11 @@ typedef struct cfg {
     uint64_t lat, jitter, cost, send_cost, skew;
     int dist, fifo, drift_ppm;
     int cr;                  /* model recovery=cr after each failure */
+    int mlog;                /* recovery=mlog-causal: the first failure recovered partially */
+    int app;                 /* run the stencil app (implied by --mlog) */
+    uint64_t app_start, app_iter;
+    uint32_t app_bytes;
+    int ml_swap;             /* negative control: corrupt one handed-back det pair */
     double state_mb, bw_gbps, restore_gbps;
     int hb, reset, host_size, bcast_list_max;
     uint64_t delta, eta;
@@ -158,6 +190,14 @@ typedef struct sim {
     uint8_t *cr_scratch;
     uint64_t cr_bytes, cr_msgs, cr_marks, cr_decide_at, cr_last_done, cr_lost;
     int cr_rounds;
+    /* the stencil app and mlog-causal */
+    app_task_t *task;
+    int app_stop, nbehind, ml_partial, ml_gap, ml_hold_max, ml_order_bad;
+    uint64_t app_msgs, app_local, caught_at, ml_release_at, ml_replay_from;
+    uint64_t ml_dets_back, ml_msgs_back, ml_back_bytes, ml_rdone_marks, ml_acks;
+    uint64_t ml_pb_bytes, ml_ack_bytes, app_dups;
+    uint8_t *ml_buf;
+    size_t ml_buf_cap;
     /* broadcast-only mode */
     phx_ft_bcast_t *bc;
     uint8_t *bc_dead, *bc_got;
@@ -270,19 +310,38 @@ static ev_t pop(void)
 
 /* ---- network ---------------------------------------------------------------- */
 
+/* Slot of a link key: the product's high bits (its low bits depend only on
+ * the key's low bits, i.e. on dst when n is a power of two, so every link
+ * into one node would probe the same run). */
+static size_t link_hash(uint64_t key, size_t cap)
+{
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - __builtin_ctzll(cap)));
+}
+
+/* The last arrival time per FIFO link. A link whose last message has
+ * arrived constrains nothing (a new one arrives after now), so a full table
+ * is rebuilt with only the links still carrying a message: it holds the
+ * messages in flight, not every pair that ever talked (n/2 broadcasts make
+ * almost every pair talk: O(n^2) entries, 1 GB at 8k, 64 GB at 64k). */
 static uint64_t *link_slot(uint64_t key)
 {
     if (2 * (S.lused + 1) > S.lcap) {
-        size_t oc = S.lcap, nc = oc ? 2 * oc : 4096;
+        size_t oc = S.lcap, live = 0;
+        for (size_t i = 0; i < oc; i++)
+            live += S.lk[i] && S.lv[i] > S.now;
+        size_t nc = 4096;
+        while (nc < 4 * (live + 1))
+            nc *= 2;
         uint64_t *ok = S.lk, *ov = S.lv;
         S.lk = calloc(nc, sizeof *S.lk);
         S.lv = calloc(nc, sizeof *S.lv);
         if (!S.lk || !S.lv)
             die("out of memory", PHX_ENOMEM);
         S.lcap = nc;
+        S.lused = live;
         for (size_t i = 0; i < oc; i++)
-            if (ok[i]) {
-                size_t j = (ok[i] * 0x9e3779b97f4a7c15ull) & (nc - 1);
+            if (ok[i] && ov[i] > S.now) {
+                size_t j = link_hash(ok[i], nc);
                 while (S.lk[j])
                     j = (j + 1) & (nc - 1);
                 S.lk[j] = ok[i];
@@ -291,7 +350,7 @@ static uint64_t *link_slot(uint64_t key)
         free(ok);
         free(ov);
     }
-    size_t j = (key * 0x9e3779b97f4a7c15ull) & (S.lcap - 1);
+    size_t j = link_hash(key, S.lcap);
     while (S.lk[j] && S.lk[j] != key)
         j = (j + 1) & (S.lcap - 1);
     if (!S.lk[j]) {
@@ -421,16 +480,17 @@ static void cb_hb_fenced(void *ctx) { S.nd[(int)(intptr_t)ctx].fenced = 1; }
 
 static uint64_t bytes_ns(double bytes, double gbps) { return (uint64_t)(bytes * 8.0 / gbps); }
 
-/* A cr message of `len` wire bytes: both NICs serialise it. */
-static void cr_send(int src, int dst, int type, int round, const void *buf, size_t len, uint64_t wire)
+/* A bulk message of `wire` bytes (the sim carries buf, len): both NICs
+ * serialise it. mlog's hand-back keeps its link FIFO (RDONE after the dets
+ * and messages it completes, as on the runtime's one TCP link). */
+static void nic_send(int kind, int src, int dst, uint32_t tag, const void *buf, size_t len, uint64_t wire)
 {
     node_t *x = &S.nd[src], *y = &S.nd[dst];
     if (x->crashed)
         return;
     uint64_t t = S.now > x->busy ? S.now : x->busy;
     if (src == dst) {   /* ctl() to ourselves: no wire */
-        ev_t e = { .t = t, .kind = EV_CR, .src = src, .dst = dst,
-                   .tag = (uint32_t)type | (uint32_t)round << 8, .len = (uint32_t)len };
+        ev_t e = { .t = t, .kind = (uint8_t)kind, .src = src, .dst = dst, .tag = tag, .len = (uint32_t)len };
         if (len && !(e.buf = malloc(len)))
             die("out of memory", PHX_ENOMEM);
         if (len)
@@ -444,13 +504,22 @@ static void cr_send(int src, int dst, int type, int round, const void *buf, size
     uint64_t arr = x->tx_free + latency();
     if (y->rx_free > arr - bytes_ns((double)wire, S.c.bw_gbps))
         arr = y->rx_free + bytes_ns((double)wire, S.c.bw_gbps);
+    if (kind == EV_ML && S.c.fifo) {
+        uint64_t *last = link_slot((uint64_t)src * (uint64_t)S.c.n + (uint64_t)dst + 1);
+        if (arr < *last)
+            arr = *last;
+        *last = arr;
+    }
     y->rx_free = arr;
-    S.cr_bytes += wire;
-    S.cr_msgs++;
-    x->sent[EV_CR]++;
-    S.msgs[EV_CR]++;
-    ev_t e = { .t = arr, .kind = EV_CR, .src = src, .dst = dst,
-               .tag = (uint32_t)type | (uint32_t)round << 8, .len = (uint32_t)len };
+    if (kind == EV_CR) {
+        S.cr_bytes += wire;
+        S.cr_msgs++;
+    } else {
+        S.ml_back_bytes += wire;
+    }
+    x->sent[kind]++;
+    S.msgs[kind]++;
+    ev_t e = { .t = arr, .kind = (uint8_t)kind, .src = src, .dst = dst, .tag = tag, .len = (uint32_t)len };
     if (len) {
         e.buf = malloc(len);
         if (!e.buf)
@@ -458,6 +527,434 @@ static void cr_send(int src, int dst, int type, int round, const void *buf, size
         memcpy(e.buf, buf, len);
     }
     push(e);
+}
+
+static void cr_send(int src, int dst, int type, int round, const void *buf, size_t len, uint64_t wire)
+{
+    nic_send(EV_CR, src, dst, (uint32_t)type | (uint32_t)round << 8, buf, len, wire);
+}
+
+/* ---- the stencil app and recovery=mlog-causal (core/mlog.c over ft/mlog) --
+ * App frames go through the real SCML of their hosts: a remote one is
+ * logged (phx_ml_log) and carries the dets its link has not carried
+ * (phx_ml_pb_encode_to); the receiver stores them (phx_ml_pb_store) and
+ * acks (phx_ml_on_ack); a delivery makes the det (phx_ml_admit). The job's
+ * first failure: cr's round, partial (survivors skip their restore and the
+ * MARKs; the buddy ships the dead node's slices as under cr); at GO every
+ * survivor hands back (phx_ml_restart_dets / _msgs) what it holds for the
+ * dead rank's task to its new host, then RDONE to every live rank; the new
+ * host installs the dets (phx_ml_task_install), replays in det order
+ * (phx_ml_admit holds the rest) and releases once every RDONE is in
+ * (phx_ml_task_release). Under cr every task rolls back to step 0 at
+ * DECIDE and runs again from GO. "Caught up": every task is back at the
+ * step it had reached when the crash happened. RDONE to ranks other than
+ * the new host is counted and charged like cr's MARKs (nothing waits). */
+
+static int app_side(int r, int from) { return from == (r + S.c.n - 1) % S.c.n ? 0 : 1; }
+
+static uint8_t *ml_buf(size_t len)
+{
+    if (len > S.ml_buf_cap) {
+        S.ml_buf_cap = len * 2;
+        S.ml_buf = xrealloc(S.ml_buf, S.ml_buf_cap);
+    }
+    return S.ml_buf;
+}
+
+static void stencil_try_step(int r);
+
+static void app_catch(int r)
+{
+    app_task_t *t = &S.task[r];
+    if (t->behind && t->step >= t->target) {
+        t->behind = 0;
+        if (--S.nbehind == 0) {
+            S.caught_at = S.now;
+            S.app_stop = 1;
+            if (S.c.stop_early && S.now + S.c.delta / 10 < S.c.until)
+                S.c.until = S.now + S.c.delta / 10;
+        }
+    }
+}
+
+/* Frame: u32 src task, dst task, ssn, 0; then the det trailer. */
+static void stencil_send(int from, int to, uint32_t ssn)
+{
+    int hs = S.task[from].host, hd = S.task[to].host;
+    node_t *x = &S.nd[hs];
+    if (x->cr_decided != x->cr_ndead)
+        hd = to;   /* the sender has not got the new location table yet */
+    uint32_t hdr[4] = { (uint32_t)from, (uint32_t)to, ssn, 0 };
+    S.app_msgs++;
+    if (hs == hd) {   /* same node: not logged, regenerated by re-execution */
+        if (x->ml)
+            phx_ml_count_local(x->ml);
+        S.app_local++;
+        ev_t e = { .t = S.now, .kind = EV_ML, .src = hs, .dst = hd, .tag = ML_APP | x->epoch << 8,
+                   .len = sizeof hdr, .buf = malloc(sizeof hdr) };
+        if (!e.buf)
+            die("out of memory", PHX_ENOMEM);
+        memcpy(e.buf, hdr, sizeof hdr);
+        push(e);
+        return;
+    }
+    size_t len = sizeof hdr;
+    if (x->ml) {
+        int rc = phx_ml_log(x->ml, hd, (uint64_t)from + 1, (uint64_t)to + 1, ssn, 0, &ssn, sizeof ssn);
+        if (rc < 0)
+            die("mlog log", rc);
+        long tl;
+        while ((tl = phx_ml_pb_encode_to(x->ml, hd, ml_buf(len + phx_ml_pb_size(x->ml)) + len,
+                                         S.ml_buf_cap - len)) == PHX_ENOSPC)
+            ml_buf(S.ml_buf_cap * 2);
+        if (tl < 0)
+            die("mlog trailer", (int)tl);
+        len += (size_t)tl;
+        S.ml_pb_bytes += (uint64_t)tl;
+    }
+    uint8_t *b = ml_buf(len);
+    memcpy(b, hdr, sizeof hdr);
+    net_send(hs, hd, EV_ML, ML_APP | x->epoch << 8, b, len, 0);
+}
+
+/* A step's compute ends: its messages leave, the next may start. */
+static void stencil_step_done(int r)
+{
+    app_task_t *t = &S.task[r];
+    if (S.nd[t->host].app_paused) {
+        t->stepping = 2;   /* done; its sends leave when the workers resume */
+        return;
+    }
+    t->stepping = 0;
+    t->step++;
+    stencil_send(r, (r + S.c.n - 1) % S.c.n, t->step);
+    stencil_send(r, (r + 1) % S.c.n, t->step);
+    app_catch(r);
+    stencil_try_step(r);
+}
+
+static void stencil_try_step(int r)
+{
+    app_task_t *t = &S.task[r];
+    node_t *x = &S.nd[t->host];
+    if (S.app_stop || t->stepping || t->wait_go || x->crashed || x->app_paused || S.now < S.c.app_start ||
+        t->got[0] < t->step || t->got[1] < t->step)
+        return;
+    t->stepping = 1;
+    t->free = (t->free > S.now ? t->free : S.now) + S.c.app_iter;
+    push((ev_t){ .t = t->free, .kind = EV_ML, .src = r, .dst = t->host, .tag = ML_STEP | x->epoch << 8 });
+}
+
+/* The replayed task delivers what its installed dets name, in rsn order,
+ * and (released) the rest in arrival order. */
+static void app_drain(int r)
+{
+    app_task_t *t = &S.task[r];
+    node_t *x = &S.nd[t->host];
+    int from[2] = { (r + S.c.n - 1) % S.c.n, (r + 1) % S.c.n }, moved = 1, held = 0;
+    while (moved) {
+        moved = held = 0;
+        for (int sd = 0; sd < 2; sd++) {
+            uint32_t nx = t->got[sd] + 1;
+            if (nx >= t->have_cap || !t->have[sd][nx])
+                continue;
+            uint64_t rsn;
+            int named = t->mt.replaying && t->mt.rsn + 1 <= t->mt.rep_base + t->mt.rep_n;
+            int rc = phx_ml_admit(x->ml, 0, &t->mt, (uint64_t)from[sd] + 1, (uint64_t)r + 1, nx, &rsn);
+            if (rc < 0)
+                die("mlog admit", rc);
+            if (rc == PHX_ML_DELIVER) {
+                t->got[sd] = nx, moved = 1;
+                /* a det-named delivery repeats the lost execution's */
+                if (named && (rsn >= t->order_cap || t->order[rsn] != sd))
+                    S.ml_order_bad++;
+            } else {
+                held++;
+            }
+        }
+    }
+    if (held > S.ml_hold_max)
+        S.ml_hold_max = held;
+    stencil_try_step(r);
+}
+
+static void app_have(app_task_t *t, int sd, uint32_t ssn)
+{
+    if (ssn >= t->have_cap) {
+        uint32_t c = t->have_cap ? t->have_cap : 1024;
+        while (c <= ssn)
+            c *= 2;
+        for (int i = 0; i < 2; i++) {
+            t->have[i] = xrealloc(t->have[i], c);
+            memset(t->have[i] + t->have_cap, 0, c - t->have_cap);
+        }
+        t->have_cap = c;
+    }
+    t->have[sd][ssn] = 1;
+}
+
+static void app_recv(int y, int from, const uint8_t *buf, size_t len)
+{
+    uint32_t hdr[4];
+    memcpy(hdr, buf, sizeof hdr);
+    int src = (int)hdr[0], dst = (int)hdr[1], sd = app_side(dst, src);
+    node_t *x = &S.nd[y];
+    if (x->ml && len > sizeof hdr) {
+        uint8_t ack[PHX_ML_ACK_MAX];
+        long al = phx_ml_pb_store(x->ml, from, buf + sizeof hdr, len - sizeof hdr, ack);
+        if (al < 0)
+            die("mlog store", (int)al);
+        if (al > 0) {
+            S.ml_acks++;
+            S.ml_ack_bytes += (uint64_t)al;
+            net_send(y, from, EV_ML, ML_ACK, ack, (size_t)al, 0);
+        }
+    }
+    app_task_t *t = &S.task[dst];
+    if (t->host != y)
+        return;   /* for a task no longer here */
+    if (hdr[2] <= t->got[sd]) {
+        S.app_dups++;   /* a replay's re-send: dropped by SSN */
+        return;
+    }
+    if (t->replay) {
+        app_have(t, sd, hdr[2]);
+        app_drain(dst);
+        return;
+    }
+    if (hdr[2] != t->got[sd] + 1)
+        die("app: SSN gap on a FIFO link", PHX_EPROTO);
+    if (x->ml) {
+        uint64_t rsn;
+        int rc = phx_ml_admit(x->ml, 0, &t->mt, (uint64_t)src + 1, (uint64_t)dst + 1, hdr[2], &rsn);
+        if (rc != PHX_ML_DELIVER)
+            die("mlog admit (live task)", rc < 0 ? rc : PHX_EPROTO);
+        if (rsn >= t->order_cap) {
+            uint32_t c = t->order_cap ? 2 * t->order_cap : 256;
+            while (c <= rsn)
+                c *= 2;
+            t->order = xrealloc(t->order, c);
+            t->order_cap = c;
+        }
+        t->order[rsn] = (uint8_t)sd;
+    }
+    t->got[sd] = hdr[2];
+    stencil_try_step(dst);
+}
+
+/* The first crash: each task's target is the step it had reached. */
+static void app_on_crash(void)
+{
+    if (!S.task || S.nbehind >= 0)
+        return;
+    for (int r = 0; r < S.c.n; r++)
+        S.task[r].target = S.task[r].step;
+    S.nbehind = 0;
+}
+
+/* The coordinator decided (round = dead count): the dead ranks' tasks
+ * restart at their first slice's host (from step 0, replaying under mlog);
+ * under cr every task will roll back (app_on_local_decide). */
+static void app_on_decided(const uint8_t *dead, int round)
+{
+    if (!S.task)
+        return;
+    int partial = S.c.mlog && round == 1;
+    S.ml_partial = partial;
+    S.nbehind = 0;
+    for (int r = 0; r < S.c.n; r++) {
+        app_task_t *t = &S.task[r];
+        t->behind = !partial || dead[r];
+        S.nbehind += t->behind;
+        if (!dead[r])
+            continue;
+        t->host = S.cr_loc[r * CR_SLICES];
+        t->step = t->got[0] = t->got[1] = 0;
+        t->stepping = 0;
+        t->free = S.now;
+        t->wait_go = 1;
+        phx_ml_task_free(&t->mt);
+        memset(&t->mt, 0, sizeof t->mt);
+        t->replay = 0;
+        if (partial) {
+            phx_ml_task_restore(&t->mt, 0);
+            t->replay = 1;
+            S.ml_replay_from = S.now;
+        }
+    }
+}
+
+/* DECIDE at survivor r: its workers pause until GO; under cr its task
+ * rolls back and frames of the old epoch are dropped from now on. */
+static void app_on_local_decide(int r)
+{
+    node_t *x = &S.nd[r];
+    if (!S.task)
+        return;
+    x->app_paused = 1;
+    if (S.ml_partial)
+        return;
+    x->epoch++;
+    app_task_t *t = &S.task[r];
+    t->step = t->got[0] = t->got[1] = 0;
+    t->stepping = 0;
+    t->free = S.now;
+}
+
+typedef struct hb_back { node_t *x; int r; uint8_t *b; size_t len, cap; } hb_back_t;
+
+static int hb_lost(void *arg, uint64_t tid)
+{
+    node_t *x = ((hb_back_t *)arg)->x;
+    return tid && phx_ft_hb_is_dead(x->hb, (int)(tid - 1));
+}
+
+static void hb_put(hb_back_t *h, const void *p, size_t len)
+{
+    if (h->len + len > h->cap) {
+        h->cap = (h->len + len) * 2;
+        h->b = xrealloc(h->b, h->cap);
+    }
+    memcpy(h->b + h->len, p, len);
+    h->len += len;
+}
+
+static void hb_det(void *arg, const phx_det_t *d)
+{
+    hb_back_t *h = arg;
+    hb_put(h, d, sizeof *d);
+    S.ml_dets_back++;
+}
+
+static void hb_msg(void *arg, const phx_ml_entry_t *e)
+{
+    hb_back_t *h = arg;
+    uint32_t m[4] = { (uint32_t)(e->src - 1), (uint32_t)(e->dst - 1), (uint32_t)e->ssn, 0 };
+    hb_put(h, m, sizeof m);
+    S.ml_msgs_back++;
+}
+
+/* GO at survivor r (partial round): Alg. 5's hand-back, then RDONE. Only
+ * one task is lost (a partial round has one dead rank). */
+static void ml_handback(int r, int dead)
+{
+    node_t *x = &S.nd[r];
+    int h = S.task[dead].host, live = S.c.n - x->cr_ndead;
+    hb_back_t b = { x, r, NULL, 0, 0 };
+    phx_ml_restart_cb_t cb = { &b, hb_lost, hb_det, NULL };
+    phx_ml_restart_dets(x->ml, &cb);
+    if (b.len)
+        nic_send(EV_ML, r, h, ML_RDETS, b.b, b.len, 16 + b.len);
+    b.len = 0;
+    cb = (phx_ml_restart_cb_t){ &b, hb_lost, NULL, hb_msg };
+    long k = phx_ml_restart_msgs(x->ml, &cb);
+    if (k)
+        nic_send(EV_ML, r, h, ML_RMSG, b.b, b.len, (uint64_t)k * (40 + S.c.app_bytes));
+    free(b.b);
+    nic_send(EV_ML, r, h, ML_RDONE, NULL, 0, 16);
+    /* RDONE to the other live ranks: nobody else waits for it */
+    S.ml_rdone_marks += (uint64_t)(live - 2);
+    x->busy = (S.now > x->busy ? S.now : x->busy) + (uint64_t)(live - 2) * S.c.send_cost;
+    uint64_t t = x->tx_free > S.now ? x->tx_free : S.now;
+    x->tx_free = t + bytes_ns(24.0 * (live - 2), S.c.bw_gbps);
+}
+
+/* GO at r: partial, hand back first (workers still paused); then resume. */
+static void app_on_go(int r)
+{
+    node_t *x = &S.nd[r];
+    if (!S.task || !x->app_paused)
+        return;
+    if (S.ml_partial)
+        for (int d = 0; d < S.c.n; d++)
+            if (S.task[d].replay && phx_ft_hb_is_dead(x->hb, d))
+                ml_handback(r, d);
+    x->app_paused = 0;
+    for (int d = 0; d < S.c.n; d++) {   /* its own task and the restored ones */
+        app_task_t *t = &S.task[d];
+        if (t->host != r)
+            continue;
+        t->wait_go = 0;
+        if (t->stepping == 2)
+            stencil_step_done(d);
+        else
+            stencil_try_step(d);
+    }
+}
+
+static void ml_deliver(int y, const ev_t *e)
+{
+    node_t *x = &S.nd[y];
+    int type = (int)(e->tag & 0xff);
+    uint32_t ep = e->tag >> 8;
+    switch (type) {
+    case ML_STEP:
+        if (ep == x->epoch && S.task[e->src].stepping && S.task[e->src].host == y)
+            stencil_step_done(e->src);
+        return;
+    case ML_APP:
+        if (ep != S.nd[e->src].epoch || ep != x->epoch || phx_ft_hb_is_dead(x->hb, e->src))
+            return;   /* of a rolled-back epoch, or from a rank known dead */
+        if (S.task[((const uint32_t *)e->buf)[1]].wait_go && x->cr_decided != x->cr_ndead)
+            return;   /* an old frame for a task this node does not host yet */
+        app_recv(y, e->src, e->buf, e->len);
+        return;
+    case ML_KICK:
+        stencil_try_step(e->src);
+        return;
+    case ML_ACK:
+        if (phx_ml_on_ack(x->ml, e->buf, e->len) < 0)
+            die("mlog ack", PHX_EPROTO);
+        return;
+    case ML_RDETS:
+    case ML_RMSG:
+        if (type == ML_RDETS && S.c.ml_swap) {
+            /* the first adjacent pair from two senders trades senders: the
+             * replay then follows dets that differ from the lost order */
+            phx_det_t *d = (phx_det_t *)e->buf;
+            for (size_t i = 0; i + 1 < e->len / sizeof *d; i++)
+                if (d[i].rsn + 1 == d[i + 1].rsn && d[i].sender != d[i + 1].sender) {
+                    phx_det_t a = d[i];
+                    d[i].sender = d[i + 1].sender, d[i].ssn = d[i + 1].ssn;
+                    d[i + 1].sender = a.sender, d[i + 1].ssn = a.ssn;
+                    break;
+                }
+        }
+        for (size_t i = 0; i < e->len; i += type == ML_RDETS ? sizeof(phx_det_t) : 16) {
+            if (type == ML_RDETS) {
+                phx_det_t d;
+                memcpy(&d, e->buf + i, sizeof d);
+                int rc = phx_ml_task_install(&S.task[d.receiver - 1].mt, &d);
+                if (rc == PHX_ERANGE)
+                    S.ml_gap++;
+                else if (rc < 0)
+                    die("mlog install", rc);
+            } else {
+                uint32_t m[4];
+                memcpy(m, e->buf + i, sizeof m);
+                app_task_t *t = &S.task[m[1]];
+                if (m[2] > t->got[app_side((int)m[1], (int)m[0])])
+                    app_have(t, app_side((int)m[1], (int)m[0]), m[2]);
+            }
+        }
+        for (int d = 0; d < S.c.n && type == ML_RMSG; d++)
+            if (S.task[d].replay && S.task[d].host == y)
+                app_drain(d);
+        return;
+    case ML_RDONE:
+        if (++x->ml_rdone < S.c.n - x->cr_ndead)
+            return;
+        S.ml_release_at = S.now;
+        for (int d = 0; d < S.c.n; d++) {
+            app_task_t *t = &S.task[d];
+            if (!t->replay || t->host != y)
+                continue;
+            if (phx_ml_task_release(&t->mt) == PHX_ERANGE)
+                S.ml_gap++;   /* the runtime falls back to the global rollback */
+            app_drain(d);
+        }
+        return;
+    }
 }
 
 static void cr_send_state(int r)
@@ -502,15 +999,19 @@ static void cr_on_decide(int r, int round)
     if (round != x->cr_ndead)
         return;   /* stale: we know a newer failure */
     x->cr_decided = round;
+    app_on_local_decide(r);
     int n = S.c.n, live = n - x->cr_ndead;
-    S.cr_marks += (uint64_t)(live - 1);
-    x->busy = (S.now > x->busy ? S.now : x->busy) + (uint64_t)(live - 1) * S.c.send_cost;
-    uint64_t t = x->tx_free > S.now ? x->tx_free : S.now;
-    x->tx_free = t + bytes_ns(24.0 * (live - 1), S.c.bw_gbps);   /* header-only frames */
     double st = S.c.state_mb * 1048576.0, slice = st / CR_SLICES;
-    /* A buddy ships first (the NIC works while the CPU restores), then
-     * every node restores its own state and its share, from memory. */
-    uint64_t restore = bytes_ns(st, S.c.restore_gbps);
+    uint64_t restore = 0;
+    if (!S.ml_partial) {   /* partial (mlog): survivors keep their state and links */
+        S.cr_marks += (uint64_t)(live - 1);
+        x->busy = (S.now > x->busy ? S.now : x->busy) + (uint64_t)(live - 1) * S.c.send_cost;
+        uint64_t t = x->tx_free > S.now ? x->tx_free : S.now;
+        x->tx_free = t + bytes_ns(24.0 * (live - 1), S.c.bw_gbps);   /* header-only frames */
+        /* A buddy ships first (the NIC works while the CPU restores), then
+         * every node restores its own state and its share, from memory. */
+        restore = bytes_ns(st, S.c.restore_gbps);
+    }
     for (int d = 0; d < n; d++) {
         if (S.cr_buddy[d] != r || !phx_ft_hb_is_dead(x->hb, d))
             continue;
@@ -553,6 +1054,7 @@ static void cr_try_decide(int c)
                     S.cr_expect[S.cr_loc[d * CR_SLICES + k]]++;
     S.cr_rounds++;
     S.cr_decide_at = S.now;
+    app_on_decided(x->cr_flags, x->cr_ndead);
     for (int y = 0; y < n; y++)
         if (y != c && !x->cr_flags[y])
             cr_send(c, y, CR_DECIDE, x->cr_ndead, NULL, 0, 9 + (uint64_t)n);
@@ -609,13 +1111,16 @@ static void cr_deliver(int r, const ev_t *e)
                 if (y != r && !x->cr_flags[y])
                     cr_send(r, y, CR_GO, round, NULL, 0, 16);
             x->cr_go_at = S.now;
-            if (S.c.stop_early && S.now + 2 * S.c.delta < S.c.until)
+            app_on_go(r);
+            if (S.c.stop_early && !S.task && S.now + 2 * S.c.delta < S.c.until)
                 S.c.until = S.now + 2 * S.c.delta;   /* as after the last notice */
         }
         return;
     case CR_GO:
-        if (round == x->cr_ndead)
+        if (round == x->cr_ndead) {
             x->cr_go_at = S.now;
+            app_on_go(r);
+        }
         return;
     }
 }
@@ -815,6 +1320,7 @@ static void crash(int r)
     S.ncrashed++;
     if (!S.t_first_crash)
         S.t_first_crash = S.now ? S.now : 1;
+    app_on_crash();
     if (x->td_active) {
         x->td_active = 0;
         S.td_active_nodes--;
@@ -899,6 +1405,9 @@ static void deliver(ev_t *e)
     case EV_CR:
         cr_deliver(e->dst, e);
         return;
+    case EV_ML:
+        ml_deliver(e->dst, e);
+        return;
     case EV_APP:
         S.app_inflight--;
         S.inflight_to[e->dst]--;
@@ -924,7 +1433,8 @@ static void drop(ev_t *e)
 static void process(ev_t *e)
 {
     node_t *x = &S.nd[e->dst];
-    if (e->kind != EV_TIMER && e->kind != EV_HINT && e->kind != EV_ERA_START) {
+    if (e->kind != EV_TIMER && e->kind != EV_HINT && e->kind != EV_ERA_START &&
+        !(e->kind == EV_ML && ((e->tag & 0xff) == ML_STEP || (e->tag & 0xff) == ML_KICK))) {
         x->busy = S.now + S.c.cost;
         S.now = x->busy;   /* its sends leave once it is processed */
     }
@@ -1083,6 +1593,23 @@ static void setup(void)
             die("--cr needs the detector (--hb=1)", PHX_EINVAL);
         cr_setup(ring);
     }
+    if (S.c.app) {
+        S.task = calloc((size_t)n, sizeof *S.task);
+        if (!S.task)
+            die("out of memory", PHX_ENOMEM);
+        S.nbehind = -1;   /* no crash yet */
+        for (int r = 0; r < n; r++) {
+            S.task[r].host = r;
+            push((ev_t){ .t = S.c.app_start, .kind = EV_ML, .src = r, .dst = r, .tag = ML_KICK });
+            if (!S.c.mlog)
+                continue;
+            /* one worker queue: one task per node; 256 dets: acks come
+             * back within a few message delays, a step is milliseconds */
+            phx_ml_cfg_t mc = { .rank = r, .n = n, .inc = 1, .nq = 1, .qcap = 256 };
+            if (!(S.nd[r].ml = phx_ml_create(&mc)))
+                die("mlog create", PHX_ENOMEM);
+        }
+    }
     free(ring);
     phx_ft_hb_shared_release(hsh);   /* the nodes hold their references */
     /* all stays: every world group borrows it until exit. */
@@ -1157,6 +1684,10 @@ static void usage(void)
             "             --shrink=1 (each one a shrink of the world group)\n"
             "  recovery:  --cr=1 (recovery=cr after each failure) --state-mb=S (per node, 64)\n"
             "             --bw-gbps=B (NIC, 10) --restore-gbps=R (deserialising, 8)\n"
+            "             --mlog=1 (recovery=mlog-causal over ft/mlog; implies --cr=1 --app=1)\n"
+            "             --app=1: a 1-D stencil on the rank ring from --app-start-ms (2000, the\n"
+            "             last checkpoint), --app-iter-us (10000) per step, --app-bytes (1024)\n"
+            "             --ml-test-swap=1 (tests: corrupt a handed-back det pair; --check must fail)\n"
             "  termination: --td=NAME --td-hops=K --task-us=W (token of Theorem 1, 001_*; W per hop;\n"
             "               --td-walk=uniform|ring: next hop uniform, or rank+1 as apps/tdk ring)\n"
             "  --check: exit 1 if a property fails; --deadset-check=0 skips the dead-set one\n"
@@ -1215,7 +1746,7 @@ static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
                   .send_cost = 0, .fifo = 1, .hb = 1, .host_size = 1, .delta = 1000 * MS,
                   .era_at = 0, .td_hops = 256, .deadset_check = 1, .part_from = NEVER,
                   .part_to = NEVER, .bcast_known = -1, .state_mb = 64, .bw_gbps = 10,
-                  .restore_gbps = 8 };
+                  .restore_gbps = 8, .app_start = 2000 * MS, .app_iter = 10 * MS, .app_bytes = 1024 };
     uint64_t until = 0;
     for (int i = 1; i < argc; i++) {
         char *a = argv[i], *v = strchr(a, '=');
@@ -1247,6 +1778,12 @@ static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
         else if (!strcmp(a, "era")) c->era_k = atoi(v);
         else if (!strcmp(a, "shrink")) c->era_shrink = atoi(v);
         else if (!strcmp(a, "cr")) c->cr = atoi(v);
+        else if (!strcmp(a, "mlog")) c->mlog = atoi(v);
+        else if (!strcmp(a, "app")) c->app = atoi(v);
+        else if (!strcmp(a, "app-start-ms")) c->app_start = ms_arg(v);
+        else if (!strcmp(a, "app-iter-us")) c->app_iter = ms_arg(v) / 1000;
+        else if (!strcmp(a, "app-bytes")) c->app_bytes = (uint32_t)atoi(v);
+        else if (!strcmp(a, "ml-test-swap")) c->ml_swap = atoi(v);
         else if (!strcmp(a, "state-mb")) c->state_mb = strtod(v, NULL);
         else if (!strcmp(a, "bw-gbps")) c->bw_gbps = strtod(v, NULL);
         else if (!strcmp(a, "restore-gbps")) c->restore_gbps = strtod(v, NULL);
@@ -1297,6 +1834,12 @@ static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
     }
     if (!c->eta)
         c->eta = c->delta / 10;
+    if (c->mlog)
+        c->cr = c->app = 1;
+    if (c->app && (!c->cr || !c->fifo || c->n < 3 || !c->app_iter)) {
+        fprintf(stderr, "phx-sim: --app/--mlog need --cr=1, --fifo=1, n >= 3, --app-iter-us > 0\n");
+        exit(2);
+    }
     uint64_t era_end = c->era_k ? c->era_at + (uint64_t)(c->era_k + 1) * 10 * c->delta : 0;
     c->until = until ? until : (c->hb ? (era_end > 20 * c->delta ? era_end : 20 * c->delta) : NEVER);
     S.rng = c->seed;
@@ -1439,6 +1982,48 @@ static void report(long rss0)
                S.cr_last_done ? ms(S.cr_last_done - t0) : -1.0, go ? ms(go - t0) : -1.0, S.cr_msgs,
                S.cr_marks, (double)S.cr_bytes / n, (double)n * n / 1048576.0);
     }
+    if (S.task) {
+        uint64_t t0 = S.t_first_crash, redo = 0;
+        phx_ml_stats_t ms_sum = { 0 }, st;
+        uint64_t log_max = 0;
+        for (int r = 0; r < n; r++) {
+            if (S.nd[r].ml && !S.nd[r].crashed) {
+                phx_ml_stats(S.nd[r].ml, &st);
+                ms_sum.logged += st.logged;
+                ms_sum.logged_bytes += st.logged_bytes;
+                ms_sum.dets += st.dets;
+                ms_sum.frames_pb += st.frames_pb;
+                ms_sum.dets_pb += st.dets_pb;
+                ms_sum.dets_stored += st.dets_stored;
+                if (st.log_len > log_max)
+                    log_max = st.log_len;
+            }
+        }
+        /* work done again: every task under cr, the dead one under mlog */
+        int partial = S.ml_partial, dead = -1;
+        for (int r = 0; r < n; r++)
+            if (S.nd[r].crashed && dead < 0)
+                dead = r;
+        for (int r = 0; r < n; r++)
+            if (!partial || r == dead)
+                redo += S.task[r].target;
+        printf(",\"app\":{\"mlog\":%d,\"partial\":%d,\"iter_ms\":%.3f,\"target_steps\":%u,"
+               "\"caught_ms\":%.3f,\"release_ms\":%.3f,\"redone_node_s\":%.3f,\"msgs\":%" PRIu64
+               ",\"local\":%" PRIu64 ",\"dups\":%" PRIu64 ",\"gap\":%d,\"hold_max\":%d,"
+               "\"dets_back\":%" PRIu64 ",\"msgs_back\":%" PRIu64 ",\"back_bytes\":%" PRIu64
+               ",\"rdone_counted\":%" PRIu64 ",\"acks\":%" PRIu64 ",\"pb_bytes_per_msg\":%.1f,"
+               "\"ack_bytes_per_msg\":%.1f,\"logged\":%" PRIu64 ",\"dets\":%" PRIu64
+               ",\"dets_stored\":%" PRIu64 ",\"log_max\":%" PRIu64 ",\"order_bad\":%d}",
+               S.c.mlog, partial, ms(S.c.app_iter), dead >= 0 ? S.task[dead].target : 0,
+               S.caught_at ? ms(S.caught_at - t0) : -1.0,
+               S.ml_release_at ? ms(S.ml_release_at - t0) : -1.0,
+               (double)redo * (double)S.c.app_iter / 1e9, S.app_msgs, S.app_local, S.app_dups,
+               S.ml_gap, S.ml_hold_max, S.ml_dets_back, S.ml_msgs_back, S.ml_back_bytes,
+               S.ml_rdone_marks, S.ml_acks,
+               S.app_msgs ? (double)S.ml_pb_bytes / (double)S.app_msgs : 0.0,
+               S.app_msgs ? (double)S.ml_ack_bytes / (double)S.app_msgs : 0.0, ms_sum.logged,
+               ms_sum.dets, ms_sum.dets_stored, log_max, S.ml_order_bad);
+    }
     if (S.bc) {
         int missed = 0;
         for (int i = 0; i < n; i++)
@@ -1490,6 +2075,11 @@ static void report(long rss0)
     if (S.c.cr && (cr_unfinished || S.cr_lost || !S.cr_rounds)) {
         fprintf(stderr, "phx-sim: CHECK cr: %d survivors did not resume, %" PRIu64 " losses\n",
                 cr_unfinished, S.cr_lost);
+        bad = 1;
+    }
+    if (S.task && S.ncrashed && (!S.caught_at || S.ml_gap || S.ml_order_bad)) {
+        fprintf(stderr, "phx-sim: CHECK app: %d tasks never caught up, %d det gaps, %d replayed "
+                "deliveries out of the lost order\n", S.nbehind, S.ml_gap, S.ml_order_bad);
         bad = 1;
     }
     if (S.c.era_k && !era_ok) {

@@ -10,6 +10,10 @@
 #  - ERA agreement and termination, failure-free and with the root dying
 #    right after it sent its first decision message; shrink at n = 2048;
 #  - recovery=cr: every survivor resumes after a crash (coordinator too);
+#  - recovery=mlog-causal (ft/mlog's SCML under a stencil app): every task
+#    catches up, the dead rank's task alone replays, each delivery its
+#    dets name in the lost execution's order, no det gap; a second failure
+#    in the period rolls back globally (cr), and so does cr with the app;
 #  - no early termination for any detector (fault-tolerant ones with a crash);
 #  - the same arguments give the same output (determinism).
 set -u
@@ -44,10 +48,20 @@ for seed in 1 2 3; do
     run --seed=$seed --cr=1 --state-mb=16 --crash=$((seed * 7))@3000
     run --seed=$seed --cr=1 --state-mb=16 --crash=5@3000 --crash=0@3900.5
     run --seed=$seed --cr=1 --state-mb=16 --crash=5@3000 --crash=0@3902.1
+    # recovery=mlog-causal: exp jitter and skew reorder the two neighbours'
+    # frames, so the replay must hold what its dets do not name yet
+    run --seed=$seed --mlog=1 --app-start-ms=2500 --crash=$((seed * 7))@3000 --jitter-us=30 --dist=exp --skew-us=300
     for td in indep rellazy releager; do
         run --seed=$seed --td=$td --td-hops=200 --task-us=50 --crash=$((seed + 3))@0.2
     done
 done
+run --seed=1 --mlog=1 --app-start-ms=2500 --crash=5@3000 --crash=600@3000
+run --seed=1 --cr=1 --app=1 --app-start-ms=2500 --crash=5@3000
+# negative control: one handed-back det pair corrupted, the order check must fire
+if "$SIM" --n=$N --check --stop-early=1 --seed=1 --mlog=1 --app-start-ms=2500 --crash=7@3000 \
+        --jitter-us=30 --dist=exp --ml-test-swap=1 >/dev/null 2>&1; then
+    echo "FAIL: corrupted dets went unnoticed (--ml-test-swap=1)"; fail=1
+fi
 N=512 run --seed=1 --crash-random=256@3000 --until-ms=60000
 # shrink past the old 1024-rank limit (issue 15): a rank known dead before,
 # and rank 1 dying right after its first shrink message (its UP); every

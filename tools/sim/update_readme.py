@@ -16,7 +16,9 @@ def scale_table():
     for p in glob.glob(os.path.join(HERE, "results", "*.json")):
         d = json.load(open(p))
         o, args = d["out"], d["args"]
-        if "cr" in o:
+        if "app" in o:
+            kind = "mlog-causal (cr round + SCML + app)" if o["app"]["mlog"] else "cr + stencil app"
+        elif "cr" in o:
             kind = "cr (hb + recovery)"
         elif "td" in o:
             kind = "td " + o["td"]["name"]
