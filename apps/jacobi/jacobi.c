@@ -84,7 +84,13 @@ typedef struct blk {
     double *u, *v;              /* (h+2) x (w+2), ghost ring included */
     double *gb[2][4];           /* ghosts received for iteration parity p, side s */
     phx_tagbox_t *box;          /* -T: ghosts counted per iteration, duplicates dropped */
+    struct far *far;            /* -T: ghosts of iteration it + 2 or later (a replay's) */
+    int nfar;
 } blk_t;
+
+/* After a restore, survivors re-send a checkpoint interval of ghosts at
+ * once: under -T those beyond the two live parities wait here (state). */
+typedef struct far { int32_t it, side, len; double *d; } far_t;
 
 typedef struct blk_arg { int idx, n, iters, nb; phx_tid_t main; } blk_arg_t;
 typedef struct start_msg { phx_tid_t nbr[4]; } start_msg_t;
@@ -173,6 +179,39 @@ static void blk_fini(void *st)
         for (int s = 0; s < 4; s++)
             free(b->gb[p][s]);
     phx_tagbox_free(b->box);
+    for (int i = 0; i < b->nfar; i++)
+        free(b->far[i].d);
+    free(b->far);
+}
+
+/* -T: ghosts for iteration b->it + 1 kept as far move to their parity. */
+static void far_pull(blk_t *b)
+{
+    int k = 0;
+    for (int i = 0; i < b->nfar; i++) {
+        far_t *x = &b->far[i];
+        if (x->it == b->it + 1) {
+            memcpy(b->gb[x->it & 1][x->side], x->d, (size_t)x->len * sizeof(double));
+            free(x->d);
+        } else
+            b->far[k++] = *x;
+    }
+    b->nfar = k;
+}
+
+static int far_put(blk_t *b, int it, int side, const void *d, size_t bytes)
+{
+    far_t *f = realloc(b->far, (size_t)(b->nfar + 1) * sizeof *f);
+    if (!f)
+        return PHX_ENOMEM;
+    b->far = f;
+    far_t *x = &f[b->nfar];
+    if (!(x->d = malloc(bytes ? bytes : 1)))
+        return PHX_ENOMEM;
+    memcpy(x->d, d, bytes);
+    x->it = it, x->side = side, x->len = (int32_t)(bytes / sizeof(double));
+    b->nfar++;
+    return 0;
 }
 
 /* Sends this block's edges for iteration it; the receiver's side is the
@@ -238,6 +277,8 @@ static void blk_advance(phx_ctx_t *c, blk_t *b)
             memcpy(&U(b, b->u, i, 1), &U(b, b->v, i, 1), (size_t)b->w * sizeof(double));
         res_msg_t r = { b->it, b->idx, res };
         b->it++;
+        if (b->nfar)
+            far_pull(b);
         if (b->it % 50 == 0)   /* per-block progress: tests check that survivors never go back */
             phx_evlog("jacobi_blk", "\"blk\":%d,\"iter\":%d", b->idx, b->it);
         send_it(c, b->main, T_RES, r.it, &r, sizeof r);
@@ -278,6 +319,13 @@ static void blk_ghost(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size
         phx_exit(c, 1);
         return;
     }
+    if (TAGGED && hd[0] > b->it + 1) {
+        if (far_put(b, hd[0], s, (const uint8_t *)m + sizeof hd, len - sizeof hd)) {
+            fprintf(stderr, "jacobi: out of memory keeping a ghost\n");
+            phx_exit(c, 1);
+        }
+        return;   /* counted by the box; its iteration is far off */
+    }
     memcpy(b->gb[hd[0] & 1][s], (const uint8_t *)m + sizeof hd, len - sizeof hd);
     b->got[hd[0] & 1]++;
     blk_advance(c, b);
@@ -291,7 +339,9 @@ static size_t blk_size(const blk_t *b)
     size_t k = BLK_HDR + (size_t)(b->h + 2) * (size_t)(b->w + 2) * sizeof(double);
     for (int s = 0; s < 4; s++)
         k += 2 * (size_t)side_len(b, s) * sizeof(double);
-    return k + (b->box ? phx_tagbox_size(b->box) : 0);
+    for (int i = 0; i < b->nfar; i++)
+        k += 12 + (size_t)b->far[i].len * sizeof(double);
+    return k + (b->box ? 4 + phx_tagbox_size(b->box) : 0);
 }
 
 static int blk_pack(const void *st, void *buf, size_t cap)
@@ -312,8 +362,18 @@ static int blk_pack(const void *st, void *buf, size_t cap)
             memcpy(o, b->gb[p][s], k);
             o += k;
         }
-    if (b->box && phx_tagbox_pack(b->box, o, need - (size_t)(o - (uint8_t *)buf)) < 0)
-        return PHX_EPROTO;
+    if (b->box) {   /* -T: the far ghosts (count, then it, side, len, data), then the box */
+        int32_t nf = b->nfar;
+        memcpy(o, &nf, 4);
+        o += 4;
+        for (int i = 0; i < b->nfar; i++) {
+            memcpy(o, &b->far[i], 12);
+            memcpy(o + 12, b->far[i].d, (size_t)b->far[i].len * sizeof(double));
+            o += 12 + (size_t)b->far[i].len * sizeof(double);
+        }
+        if (phx_tagbox_pack(b->box, o, need - (size_t)(o - (uint8_t *)buf)) < 0)
+            return PHX_EPROTO;
+    }
     return (int)need;
 }
 
@@ -326,6 +386,8 @@ static int blk_unpack(void *st, const void *buf, size_t len)
     b->u = b->v = NULL;
     memset(b->gb, 0, sizeof b->gb);
     b->box = NULL;
+    b->far = NULL;
+    b->nfar = 0;
     if (b->h <= 0 || b->w <= 0 || blk_size(b) > len || (!TAGGED && blk_size(b) != len))
         return PHX_EPROTO;
     int rc = blk_alloc(b);
@@ -342,8 +404,25 @@ static int blk_unpack(void *st, const void *buf, size_t len)
             memcpy(b->gb[p][s], i, k);
             i += k;
         }
-    size_t rest = len - (size_t)(i - (const uint8_t *)buf);
-    return TAGGED ? phx_tagbox_unpack(b->box, i, rest) : 0;
+    if (!TAGGED)
+        return 0;
+    const uint8_t *end = (const uint8_t *)buf + len;
+    int32_t nf;
+    if (end - i < 4)
+        return PHX_EPROTO;
+    memcpy(&nf, i, 4);
+    i += 4;
+    for (int32_t x = 0; x < nf; x++) {
+        far_t h;
+        if (end - i < 12)
+            return PHX_EPROTO;
+        memcpy(&h, i, 12);
+        size_t bytes = (size_t)h.len * sizeof(double);
+        if (h.len < 0 || (size_t)(end - i - 12) < bytes || far_put(b, h.it, h.side, i + 12, bytes))
+            return PHX_EPROTO;
+        i += 12 + bytes;
+    }
+    return phx_tagbox_unpack(b->box, i, (size_t)(end - i));
 }
 
 /* ---- main task ----------------------------------------------------------- */

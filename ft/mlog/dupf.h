@@ -3,12 +3,13 @@
  * so a message re-sent during a recovery is recognised by its key
  * <sender, receiver, type, tag> alone. Pure: no threads, sockets or clock.
  *
- * A stream is one (sender, receiver, type); its tags are a window: `base`
- * is the lowest tag not yet seen and a 64-bit map covers base..base+63.
- * Contract (the stencil's: tag = iteration, one message per tag and
- * stream): a stream's tags are each sent once, and none arrives 64 or more
- * tags ahead of the stream's lowest missing one. Tags below base count as
- * seen; a tag beyond the window is refused (PHX_ERANGE) rather than let a
+ * A stream is one (sender, receiver, type); `base` is its lowest tag not
+ * yet seen, and a bit map covers the tags above it. Contract (the
+ * stencil's: tag = iteration, one message per tag and stream): a stream's
+ * tags are each sent once, and none arrives PHX_DUPF_AHEAD or more tags
+ * ahead of the stream's lowest missing one (after a restore, survivors
+ * re-send a checkpoint interval's worth at once). Tags below base count
+ * as seen; a tag beyond that is refused (PHX_ERANGE) rather than let a
  * later duplicate through.
  *
  * Threads: one owner (a task's state, or the comm thread). The packed form
@@ -21,6 +22,8 @@
 #include <stdint.h>
 
 typedef struct phx_dupf phx_dupf_t;
+
+#define PHX_DUPF_AHEAD (1u << 20)
 
 /* NULL when out of memory. */
 phx_dupf_t *phx_dupf_create(void);

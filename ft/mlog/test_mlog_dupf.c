@@ -39,9 +39,17 @@ static void keys(void)
     CHECK(phx_dupf_admit(f, 10, 20, GHOST, 4) == 1);
     for (uint64_t t = 0; t <= 5; t++)
         CHECK(phx_dupf_admit(f, 10, 20, GHOST, t) == 0);   /* below the base now */
-    /* The window: 63 ahead of the lowest missing tag is fine, 64 is not. */
-    CHECK(phx_dupf_admit(f, 10, 20, GHOST, 6 + 63) == 1);
-    CHECK(phx_dupf_admit(f, 10, 20, GHOST, 6 + 64) == PHX_ERANGE);
+    /* Far ahead of the lowest missing tag (a checkpoint interval re-sent
+     * at once), up to the bound. */
+    CHECK(phx_dupf_admit(f, 10, 20, GHOST, 6 + 1000) == 1);
+    CHECK(phx_dupf_admit(f, 10, 20, GHOST, 6 + 1000) == 0);
+    CHECK(phx_dupf_admit(f, 10, 20, GHOST, 6 + PHX_DUPF_AHEAD - 1) == 1);
+    CHECK(phx_dupf_admit(f, 10, 20, GHOST, 6 + PHX_DUPF_AHEAD) == PHX_ERANGE);
+    for (uint64_t t = 6; t < 6 + 1000; t++)
+        CHECK(phx_dupf_admit(f, 10, 20, GHOST, t) == 1);
+    for (uint64_t t = 0; t <= 6 + 1000; t++)
+        CHECK(phx_dupf_admit(f, 10, 20, GHOST, t) == 0);
+    CHECK(phx_dupf_admit(f, 10, 20, GHOST, 6 + 1001) == 1);
     phx_dupf_destroy(f);
 }
 
