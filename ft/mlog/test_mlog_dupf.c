@@ -91,7 +91,9 @@ static void packed(unsigned seed)
             long k = phx_dupf_pack(f, buf, sizeof buf);
             CHECK(k == (long)phx_dupf_packed_size(f));
             CHECK(phx_dupf_pack(f, buf, (size_t)k - 1) == PHX_ENOSPC);
-            CHECK(phx_dupf_unpack(g, buf, (size_t)k - 1) == PHX_EPROTO);
+            for (long t = 0; t < k; t++)   /* every truncation refused, g left as it was */
+                CHECK(phx_dupf_unpack(g, buf, (size_t)t) == PHX_EPROTO);
+            CHECK(phx_dupf_count(g, 100, GHOST, 0) == 0);
             CHECK(phx_dupf_unpack(g, buf, (size_t)k) == 0);
             /* After the restore, the senders re-send what they logged. */
             for (int x = 0; x < 4; x++)

@@ -8,7 +8,9 @@
 # messages, the restored tasks replay in the recorded order, survivors drop
 # the re-sent messages and never go back; a second failure, and any failure
 # under mlog-pessimistic, falls back to cr's global rollback; a node lost
-# with its buddy ends with 78. Every result equals the fault-free checksum.
+# with its buddy ends with 78. mlog-fast (jacobi -T): no determinants, the
+# same recoveries, and a type not declared receive-deterministic refused.
+# Every result equals the fault-free checksum.
 # Kills land between two checkpoints by construction: the app holds the
 # checkpoint due after iteration (tick) H, and its end, on a gate file
 # (-H H -g FILE); the test waits for the hold and for every node's last
@@ -224,6 +226,7 @@ check "mlog-fast one kill: no block ever went back on any node" monotone
 kill_job ftwo mlog-fast 1 5
 check "mlog-fast two kills at once (1, 5; not buddies): exit 0 (got $RC), checksum equals the reference" eval \
     '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
+check "mlog-fast two kills: the second fell back to the global rollback" logged '"ev":"mlog_fallback"'
 ARGS=$ARGS_SAVE
 # Never a wrong answer: a type not declared receive-deterministic is refused.
 timeout -k 5 60 "$PHX" run -n 2 "$BIN/jacobi" --phx-ft=1 --phx-recovery=mlog-fast -N 64 -i 10 >"$TMP/out" 2>"$TMP/err"
