@@ -55,6 +55,7 @@ typedef struct mlog {
     void *cr;                   /* cr's state: checkpoints and the fallback */
     phx_ml_t *ml;
     int pess;
+    int fast;                   /* mlog-fast: no determinants at all */
     uint8_t *dead;
     uint8_t *buf;               /* trailer scratch (comm thread) */
     size_t cap;
@@ -99,12 +100,27 @@ static int is_pess(const phx_node_t *n)
     return !strcmp(n->cfg.recovery, "mlog-pessimistic");
 }
 
+static int is_fast(const phx_node_t *n)
+{
+    return !strcmp(n->cfg.recovery, "mlog-fast");
+}
+
+extern phx_type_t phx_types[PHX_MAX_TYPES];
+extern int phx_ntypes;
+
 static int ml_configure(phx_node_t *n)
 {
-    int rc = CR->configure(n);
-    if (rc)
-        return rc;
-    return 0;
+    /* Without determinants a replay may deliver in another order: only a
+     * receive-deterministic task gets the same state from it. Refused
+     * here, before anything runs, rather than a wrong answer later. */
+    for (int i = 0; is_fast(n) && i < phx_ntypes; i++)
+        if (!(phx_types[i].flags & PHX_TYPE_RECV_DET)) {
+            fprintf(stderr, "phalanx: recovery=mlog-fast needs receive-deterministic task types; type '%s' "
+                            "is not declared so (PHX_TYPE_RECV_DET): use mlog-causal\n",
+                    phx_types[i].name ? phx_types[i].name : "?");
+            return PHX_EINVAL;
+        }
+    return CR->configure(n);
 }
 
 static void ctl2(mlog_t *g, int peer, int tag, const void *pre, size_t plen, const void *buf, size_t len)
@@ -304,7 +320,7 @@ static void ml_on_restore(void *st, phx_tid_t tid)
     (void)st;
     phx_node_t *n = phx_node_current;
     mlog_t *g = n ? n->rec_st : NULL;
-    if (!g || g->full_rb || g->nfail != 1 || !lost_home(g, tid))
+    if (!g || g->fast || g->full_rb || g->nfail != 1 || !lost_home(g, tid))
         return;
     atomic_store(&g->phase, 1);
     phx_worker_t *w = &n->workers[phx_worker_of(n, tid)];
@@ -529,7 +545,7 @@ static void hb_msg(void *arg, const phx_ml_entry_t *e)
 static void partial_handback(mlog_t *g)
 {
     phx_node_t *n = g->n;
-    if (!g->full_rb && g->nfail == 1)
+    if (!g->fast && !g->full_rb && g->nfail == 1)
         atomic_store(&g->phase, 1);
     int sz = n->size;
     hb_ctx_t h = { .g = g };
@@ -544,7 +560,7 @@ static void partial_handback(mlog_t *g)
     /* PHX_MLOG_TEST_NO_DETS=1 (tests only): hand back no dets, so replays
      * take arrival order; the negative control of tests/integration. */
     const char *nd = getenv("PHX_MLOG_TEST_NO_DETS");
-    if (!h.err && !(nd && nd[0] == '1'))
+    if (!h.err && !g->fast && !(nd && nd[0] == '1'))
         phx_ml_restart_dets(g->ml, &dcb);
     for (int r = 0; r < sz && !h.err; r++)
         if (h.dlen[r])
@@ -563,6 +579,8 @@ static void partial_handback(mlog_t *g)
     free(h.dcap);
     phx_evlog("mlog_handback", "\"dets\":%llu,\"msgs\":%llu", (unsigned long long)g->dets_back,
               (unsigned long long)g->resent);
+    if (g->fast)
+        return;   /* nothing is held: restored tasks take messages in any order */
     for (int r = 0; r < sz; r++)
         if (r != n->rank && !g->dead[r])
             ctl(g, r, ML_RDONE, NULL, 0);
@@ -577,6 +595,7 @@ static int ml_init(phx_node_t *n, void **out)
         return PHX_ENOMEM;
     g->n = n;
     g->pess = is_pess(n);
+    g->fast = is_fast(n);
     g->dead = calloc((size_t)n->size, 1);
     g->done = calloc((size_t)n->size, 1);
     phx_ml_cfg_t c = { .rank = n->rank, .n = n->size, .inc = n->inc, .nq = n->nworkers, .qcap = QCAP,
@@ -594,10 +613,12 @@ static int ml_init(phx_node_t *n, void **out)
         return rc;
     }
     phx_cr_listen(g->cr, ml_listen, g, 1);
-    n->hook = hook;
-    n->hook_ctx = g;
-    n->admit = ml_admit;
-    n->admit_ctx = g;
+    if (!g->fast) {   /* mlog-fast makes no determinants and holds nothing */
+        n->hook = hook;
+        n->hook_ctx = g;
+        n->admit = ml_admit;
+        n->admit_ctx = g;
+    }
     *out = g;
     return 0;
 }
@@ -621,8 +642,8 @@ static void ml_on_send(void *st, const phx_msg_t *m)
     }
     g->log_bytes += m->hdr.len;
     log_gauges(g);
-    if (g->pess)
-        return;   /* its causes are on the next live rank already */
+    if (g->pess || g->fast)
+        return;   /* its causes are on the next live rank already, or it has none to carry */
     /* The batched ack rides along: same write, no extra wakeup at peer. */
     uint8_t ack[2 + PHX_ML_ACK_MAX];
     long a = phx_ml_ack_owed(g->ml, m->peer) ? phx_ml_ack_take(g->ml, m->peer, ack + 2) : 0;
@@ -856,5 +877,7 @@ static void ml_destroy(void *st)
 
 const phx_recovery_ops_t phx_recovery_mlog_causal =
     OPS("mlog-causal", "causal message logging (SCML) over cr's checkpoints: the first failure restores only the dead node's tasks");
+const phx_recovery_ops_t phx_recovery_mlog_fast =
+    OPS("mlog-fast", "message logging without determinants for receive-deterministic task types (PHX_TYPE_RECV_DET): the first failure restores only the dead node's tasks");
 const phx_recovery_ops_t phx_recovery_mlog_pessimistic =
     OPS("mlog-pessimistic", "pessimistic message logging over cr's checkpoints: the first failure restores only the dead node's tasks");

@@ -66,7 +66,15 @@ typedef struct phx_type {
     int (*pack)(const void *state, void *buf, size_t cap);
     int (*unpack)(void *state, const void *buf, size_t len);
     phx_handler_fn handlers[PHX_MAX_TAGS];
+    unsigned flags;                  /* PHX_TYPE_* */
 } phx_type_t;
+
+/* The type's tasks are receive-deterministic: the state after each handler
+ * does not depend on the order in which messages of different tags (or
+ * senders) arrive, e.g. a stencil that buffers ghosts by iteration
+ * (phx_send_tagged, phx_tagbox_*). recovery=mlog-fast needs it of every
+ * registered type and refuses to start otherwise. */
+#define PHX_TYPE_RECV_DET 1u
 
 /* Registers a type; returns its id (>= 0) or a negative PHX_E* code. The
  * runtime keeps a copy. Call before phx_main, in the same order everywhere. */
@@ -100,6 +108,38 @@ phx_tid_t phx_spawn_on(phx_ctx_t *ctx, int type, int node, const void *arg, size
  * while the destination's send buffer is full (backpressure). Returns 0 or a
  * negative PHX_E* code (PHX_EINVAL for a bad tag or dead destination node). */
 int phx_send(phx_ctx_t *ctx, phx_tid_t dst, int tag, const void *buf, size_t len);
+
+/* ---- tagged receive (recovery=mlog-fast; seed 004_* Ch. 3) -------------
+ * A tagged message carries (type, tag): type is the handler index as in
+ * phx_send, tag an application number (a stencil's iteration). The
+ * receiving handler passes it to its task's tag box, which drops
+ * duplicates by <sender, receiver, type, tag> (a re-send during recovery)
+ * and counts the messages of each tag, so a handler waits for n messages
+ * of tag k by acting once phx_tagbox_count reaches n. Contract per
+ * (sender, receiver, type): each tag sent once, and no tag 64 or more
+ * ahead of the lowest one not yet received. The box is part of the task's
+ * state: pack it with the task (phx_tagbox_pack) so a restored task knows
+ * what its checkpoint had received. */
+int phx_send_tagged(phx_ctx_t *ctx, phx_tid_t dst, int type, uint64_t tag, const void *buf, size_t len);
+typedef struct phx_tagbox phx_tagbox_t;
+/* NULL when out of memory; free with phx_tagbox_free (NULL ignored). */
+phx_tagbox_t *phx_tagbox_new(void);
+void phx_tagbox_free(phx_tagbox_t *b);
+/* In the handler for type: decodes the tagged message msg[0..len) from src
+ * (*tag, and the application's bytes *body[0..*blen)). Returns 1 (new:
+ * handle it), 0 (duplicate: ignore it), PHX_EPROTO (not a tagged message),
+ * PHX_ERANGE (the window contract broken) or PHX_ENOMEM. */
+int phx_tagbox_recv(phx_ctx_t *ctx, phx_tagbox_t *b, phx_tid_t src, int type, const void *msg, size_t len,
+                    uint64_t *tag, const void **body, size_t *blen);
+/* Messages of (type, tag) received so far (duplicates not counted). */
+int phx_tagbox_count(phx_ctx_t *ctx, const phx_tagbox_t *b, int type, uint64_t tag);
+/* Duplicates dropped by this box in this process. */
+uint64_t phx_tagbox_dups(const phx_tagbox_t *b);
+/* Pack/unpack for the owner's pack callbacks: bytes written or
+ * PHX_ENOSPC; 0 or PHX_EPROTO / PHX_ENOMEM. */
+size_t phx_tagbox_size(const phx_tagbox_t *b);
+int phx_tagbox_pack(const phx_tagbox_t *b, void *buf, size_t cap);
+int phx_tagbox_unpack(phx_tagbox_t *b, const void *buf, size_t len);
 
 /* Asks for a coordinated checkpoint (recovery=cr) once the calling handler
  * returns: a sync point chosen by the program. Returns at once; a request

@@ -114,6 +114,6 @@ enum { PHX_CR_COMMIT = 1, PHX_CR_ROLLBACK = 2, PHX_CR_PARTIAL = 3 };
 typedef void (*phx_cr_listen_fn)(void *arg, int what, uint64_t epoch);
 void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial);
 /* Message logging (core/mlog.c; protocol in ft/mlog/). */
-extern const phx_recovery_ops_t phx_recovery_mlog_causal, phx_recovery_mlog_pessimistic;
+extern const phx_recovery_ops_t phx_recovery_mlog_causal, phx_recovery_mlog_pessimistic, phx_recovery_mlog_fast;
 
 #endif

@@ -6,7 +6,12 @@
  * construction (a sum of per-cell hashes), so `--seq` (one process, one
  * array) must print the same value.
  *
- * Usage: jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [-H iter -g FILE] [--seq [-P nodes]]
+ * Usage: jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [-T] [-H iter -g FILE] [--seq [-P nodes]]
+ *   -T      tagged, receive-deterministic variant (for recovery=mlog-fast):
+ *           every message between tasks is tagged (ghosts and residuals
+ *           with their iteration), each task drops duplicates and counts
+ *           ghosts per iteration through its tag box, and both task types
+ *           declare PHX_TYPE_RECV_DET. Same result bits as without -T.
  *   -H, -g  a test's gate: after iteration H, the checkpoint due next and
  *           the job's end wait until FILE exists ({"ev":"jacobi_hold"}
  *           logged at H): a kill lands between two checkpoints by
@@ -31,6 +36,7 @@ enum { S_N, S_S, S_W, S_E };   /* sides of a block */
 typedef struct params { int n, iters, v, ckpt_every, nodes, hold; } params_t;
 
 static params_t P = { 256, 200, 4, 0, 1, -1 };   /* main task / --seq only */
+static int TAGGED;   /* -T, set on every node before phx_main */
 static int blk_type, main_type;
 static const char *GATE;   /* set on every node: a restored main finds it too */
 
@@ -77,7 +83,14 @@ typedef struct blk {
     phx_tid_t main, nbr[4];
     double *u, *v;              /* (h+2) x (w+2), ghost ring included */
     double *gb[2][4];           /* ghosts received for iteration parity p, side s */
+    phx_tagbox_t *box;          /* -T: ghosts counted per iteration, duplicates dropped */
+    struct far *far;            /* -T: ghosts of iteration it + 2 or later (a replay's) */
+    int nfar;
 } blk_t;
+
+/* After a restore, survivors re-send a checkpoint interval of ghosts at
+ * once: under -T those beyond the two live parities wait here (state). */
+typedef struct far { int32_t it, side, len; double *d; } far_t;
 
 typedef struct blk_arg { int idx, n, iters, nb; phx_tid_t main; } blk_arg_t;
 typedef struct start_msg { phx_tid_t nbr[4]; } start_msg_t;
@@ -97,7 +110,31 @@ static int blk_alloc(blk_t *b)
         for (int s = 0; s < 4; s++)
             if (!(b->gb[p][s] = calloc((size_t)side_len(b, s), sizeof(double))))
                 return PHX_ENOMEM;
+    if (TAGGED && !(b->box = phx_tagbox_new()))
+        return PHX_ENOMEM;
     return 0;
+}
+
+/* Sends to a task, tagged with iteration it under -T. */
+static int send_it(phx_ctx_t *c, phx_tid_t dst, int type, int it, const void *buf, size_t len)
+{
+    return TAGGED ? phx_send_tagged(c, dst, type, (uint64_t)it, buf, len) : phx_send(c, dst, type, buf, len);
+}
+
+/* Under -T: unwraps a tagged message; 0 for a duplicate (ignore it), 1 to
+ * handle it, and on a broken message the job ends (never a wrong sum). */
+static int take(phx_ctx_t *c, phx_tagbox_t *box, phx_tid_t src, int type, const void **m, size_t *len)
+{
+    if (!TAGGED)
+        return 1;
+    uint64_t tag;
+    int rc = phx_tagbox_recv(c, box, src, type, *m, *len, &tag, m, len);
+    if (rc < 0) {
+        fprintf(stderr, "jacobi: tagged message of type %d refused: %s\n", type, phx_strerror(rc));
+        phx_exit(c, 1);
+        return 0;
+    }
+    return rc;
 }
 
 static void blk_geom(blk_t *b, int idx)
@@ -141,6 +178,40 @@ static void blk_fini(void *st)
     for (int p = 0; p < 2; p++)
         for (int s = 0; s < 4; s++)
             free(b->gb[p][s]);
+    phx_tagbox_free(b->box);
+    for (int i = 0; i < b->nfar; i++)
+        free(b->far[i].d);
+    free(b->far);
+}
+
+/* -T: ghosts for iteration b->it + 1 kept as far move to their parity. */
+static void far_pull(blk_t *b)
+{
+    int k = 0;
+    for (int i = 0; i < b->nfar; i++) {
+        far_t *x = &b->far[i];
+        if (x->it == b->it + 1) {
+            memcpy(b->gb[x->it & 1][x->side], x->d, (size_t)x->len * sizeof(double));
+            free(x->d);
+        } else
+            b->far[k++] = *x;
+    }
+    b->nfar = k;
+}
+
+static int far_put(blk_t *b, int it, int side, const void *d, size_t bytes)
+{
+    far_t *f = realloc(b->far, (size_t)(b->nfar + 1) * sizeof *f);
+    if (!f)
+        return PHX_ENOMEM;
+    b->far = f;
+    far_t *x = &f[b->nfar];
+    if (!(x->d = malloc(bytes ? bytes : 1)))
+        return PHX_ENOMEM;
+    memcpy(x->d, d, bytes);
+    x->it = it, x->side = side, x->len = (int32_t)(bytes / sizeof(double));
+    b->nfar++;
+    return 0;
 }
 
 /* Sends this block's edges for iteration it; the receiver's side is the
@@ -164,7 +235,7 @@ static void send_ghosts(phx_ctx_t *c, blk_t *b)
         for (int x = 0; x < k; x++)
             d[x] = s == S_N ? U(b, b->u, 1, x + 1) : s == S_S ? U(b, b->u, b->h, x + 1)
                  : s == S_W ? U(b, b->u, x + 1, 1) : U(b, b->u, x + 1, b->w);
-        int rc = phx_send(c, b->nbr[s], T_GHOST, m, len);
+        int rc = send_it(c, b->nbr[s], T_GHOST, b->it, m, len);
         if (m != buf)
             free(m);
         if (rc) {
@@ -181,7 +252,8 @@ typedef struct final_msg { int32_t idx; uint64_t sum; } final_msg_t;
 /* Runs every iteration whose ghosts are all here. */
 static void blk_advance(phx_ctx_t *c, blk_t *b)
 {
-    while (b->it < b->iters && b->got[b->it & 1] == b->need) {
+    while (b->it < b->iters &&
+           (TAGGED ? phx_tagbox_count(c, b->box, T_GHOST, (uint64_t)b->it) : b->got[b->it & 1]) == b->need) {
         int p = b->it & 1;
         for (int x = 0; x < b->w; x++) {
             if (b->nbr[S_N]) U(b, b->u, 0, x + 1) = b->gb[p][S_N][x];
@@ -205,15 +277,17 @@ static void blk_advance(phx_ctx_t *c, blk_t *b)
             memcpy(&U(b, b->u, i, 1), &U(b, b->v, i, 1), (size_t)b->w * sizeof(double));
         res_msg_t r = { b->it, b->idx, res };
         b->it++;
+        if (b->nfar)
+            far_pull(b);
         if (b->it % 50 == 0)   /* per-block progress: tests check that survivors never go back */
             phx_evlog("jacobi_blk", "\"blk\":%d,\"iter\":%d", b->idx, b->it);
-        phx_send(c, b->main, T_RES, &r, sizeof r);
+        send_it(c, b->main, T_RES, r.it, &r, sizeof r);
         if (b->it == b->iters) {
             final_msg_t f = { b->idx, 0 };
             for (int i = 1; i <= b->h; i++)
                 for (int j = 1; j <= b->w; j++)
                     f.sum += cell_hash(b->n, b->r0 + i - 1, b->c0 + j - 1, U(b, b->u, i, j));
-            phx_send(c, b->main, T_FINAL, &f, sizeof f);
+            send_it(c, b->main, T_FINAL, 0, &f, sizeof f);
             return;
         }
         send_ghosts(c, b);
@@ -223,7 +297,8 @@ static void blk_advance(phx_ctx_t *c, blk_t *b)
 static void blk_start(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t len)
 {
     blk_t *b = st;
-    (void)src; (void)len;
+    if (!take(c, b->box, src, T_START, &m, &len))
+        return;
     memcpy(b->nbr, ((const start_msg_t *)m)->nbr, sizeof b->nbr);
     for (int s = 0; s < 4; s++)
         b->need += b->nbr[s] != 0;
@@ -235,13 +310,21 @@ static void blk_ghost(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size
 {
     blk_t *b = st;
     int32_t hd[2];
-    (void)src;
+    if (!take(c, b->box, src, T_GHOST, &m, &len))
+        return;
     memcpy(hd, m, sizeof hd);
     int s = hd[1];
     if (s < 0 || s > 3 || len != sizeof hd + (size_t)side_len(b, s) * sizeof(double)) {
         fprintf(stderr, "jacobi: malformed ghost for block %d\n", b->idx);
         phx_exit(c, 1);
         return;
+    }
+    if (TAGGED && hd[0] > b->it + 1) {
+        if (far_put(b, hd[0], s, (const uint8_t *)m + sizeof hd, len - sizeof hd)) {
+            fprintf(stderr, "jacobi: out of memory keeping a ghost\n");
+            phx_exit(c, 1);
+        }
+        return;   /* counted by the box; its iteration is far off */
     }
     memcpy(b->gb[hd[0] & 1][s], (const uint8_t *)m + sizeof hd, len - sizeof hd);
     b->got[hd[0] & 1]++;
@@ -256,7 +339,9 @@ static size_t blk_size(const blk_t *b)
     size_t k = BLK_HDR + (size_t)(b->h + 2) * (size_t)(b->w + 2) * sizeof(double);
     for (int s = 0; s < 4; s++)
         k += 2 * (size_t)side_len(b, s) * sizeof(double);
-    return k;
+    for (int i = 0; i < b->nfar; i++)
+        k += 12 + (size_t)b->far[i].len * sizeof(double);
+    return k + (b->box ? 4 + phx_tagbox_size(b->box) : 0);
 }
 
 static int blk_pack(const void *st, void *buf, size_t cap)
@@ -277,6 +362,18 @@ static int blk_pack(const void *st, void *buf, size_t cap)
             memcpy(o, b->gb[p][s], k);
             o += k;
         }
+    if (b->box) {   /* -T: the far ghosts (count, then it, side, len, data), then the box */
+        int32_t nf = b->nfar;
+        memcpy(o, &nf, 4);
+        o += 4;
+        for (int i = 0; i < b->nfar; i++) {
+            memcpy(o, &b->far[i], 12);
+            memcpy(o + 12, b->far[i].d, (size_t)b->far[i].len * sizeof(double));
+            o += 12 + (size_t)b->far[i].len * sizeof(double);
+        }
+        if (phx_tagbox_pack(b->box, o, need - (size_t)(o - (uint8_t *)buf)) < 0)
+            return PHX_EPROTO;
+    }
     return (int)need;
 }
 
@@ -286,10 +383,13 @@ static int blk_unpack(void *st, const void *buf, size_t len)
     if (len < BLK_HDR)
         return PHX_EPROTO;
     memcpy(b, buf, BLK_HDR);
-    if (b->h <= 0 || b->w <= 0 || blk_size(b) != len)
-        return PHX_EPROTO;
     b->u = b->v = NULL;
     memset(b->gb, 0, sizeof b->gb);
+    b->box = NULL;
+    b->far = NULL;
+    b->nfar = 0;
+    if (b->h <= 0 || b->w <= 0 || blk_size(b) > len || (!TAGGED && blk_size(b) != len))
+        return PHX_EPROTO;
     int rc = blk_alloc(b);
     if (rc)
         return rc;
@@ -304,7 +404,25 @@ static int blk_unpack(void *st, const void *buf, size_t len)
             memcpy(b->gb[p][s], i, k);
             i += k;
         }
-    return 0;
+    if (!TAGGED)
+        return 0;
+    const uint8_t *end = (const uint8_t *)buf + len;
+    int32_t nf;
+    if (end - i < 4)
+        return PHX_EPROTO;
+    memcpy(&nf, i, 4);
+    i += 4;
+    for (int32_t x = 0; x < nf; x++) {
+        far_t h;
+        if (end - i < 12)
+            return PHX_EPROTO;
+        memcpy(&h, i, 12);
+        size_t bytes = (size_t)h.len * sizeof(double);
+        if (h.len < 0 || (size_t)(end - i - 12) < bytes || far_put(b, h.it, h.side, i + 12, bytes))
+            return PHX_EPROTO;
+        i += 12 + bytes;
+    }
+    return phx_tagbox_unpack(b->box, i, (size_t)(end - i));
 }
 
 /* ---- main task ----------------------------------------------------------- */
@@ -321,6 +439,7 @@ typedef struct mst {
     phx_tid_t *blk;             /* nb */
     int *cnt;                   /* win */
     double *res;                /* win x nb */
+    phx_tagbox_t *box;          /* -T: duplicates dropped (packed after res) */
 } mst_t;
 
 static int main_alloc(mst_t *s)
@@ -328,6 +447,8 @@ static int main_alloc(mst_t *s)
     s->blk = calloc((size_t)s->nb, sizeof *s->blk);
     s->cnt = calloc((size_t)s->win, sizeof *s->cnt);
     s->res = calloc((size_t)s->win * (size_t)s->nb, sizeof *s->res);
+    if (TAGGED && !(s->box = phx_tagbox_new()))
+        return PHX_ENOMEM;
     return s->blk && s->cnt && s->res ? 0 : PHX_ENOMEM;
 }
 
@@ -337,6 +458,7 @@ static void main_fini(void *st)
     free(s->blk);
     free(s->cnt);
     free(s->res);
+    phx_tagbox_free(s->box);
 }
 
 static int parse_args(int argc, char **argv, int *seq)
@@ -348,12 +470,14 @@ static int parse_args(int argc, char **argv, int *seq)
                  : NULL;
         if (!strcmp(a, "--seq")) {
             *seq = 1;
+        } else if (!strcmp(a, "-T")) {
+            TAGGED = 1;
         } else if (!strcmp(a, "-g") && i + 1 < argc) {
             GATE = argv[++i];
         } else if (dst && i + 1 < argc) {
             *dst = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [-H iter -g FILE] "
+            fprintf(stderr, "usage: jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [-T] [-H iter -g FILE] "
                             "[--seq [-P nodes]]\n");
             return -1;
         }
@@ -398,7 +522,7 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
         int a = k / bx, b = k % bx;
         start_msg_t m = { { a > 0 ? s->blk[k - bx] : 0, a < by - 1 ? s->blk[k + bx] : 0,
                             b > 0 ? s->blk[k - 1] : 0, b < bx - 1 ? s->blk[k + 1] : 0 } };
-        phx_send(c, s->blk[k], T_START, &m, sizeof m);
+        send_it(c, s->blk[k], T_START, 0, &m, sizeof m);
     }
 }
 
@@ -406,7 +530,13 @@ static void main_res(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_
 {
     mst_t *s = st;
     res_msg_t r;
-    (void)src; (void)len;
+    if (!take(c, s->box, src, T_RES, &m, &len))
+        return;
+    if (len != sizeof r) {
+        fprintf(stderr, "jacobi: malformed residual\n");
+        phx_exit(c, 1);
+        return;
+    }
     memcpy(&r, m, sizeof r);
     if (r.it < s->done || r.it >= s->done + s->win || r.idx < 0 || r.idx >= s->nb) {
         fprintf(stderr, "jacobi: residual of iteration %d outside the window\n", r.it);
@@ -470,7 +600,13 @@ static void main_final(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, siz
 {
     mst_t *s = st;
     final_msg_t f;
-    (void)src; (void)len;
+    if (!take(c, s->box, src, T_FINAL, &m, &len))
+        return;
+    if (len != sizeof f) {
+        fprintf(stderr, "jacobi: malformed final sum\n");
+        phx_exit(c, 1);
+        return;
+    }
     memcpy(&f, m, sizeof f);
     s->sum += f.sum;   /* modular sum: order-independent, exact */
     if (++s->nfinal < s->nb)
@@ -488,7 +624,7 @@ static void main_final(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, siz
 static size_t main_size(const mst_t *s)
 {
     return MST_HDR + (size_t)s->nb * sizeof(phx_tid_t) + (size_t)s->win * sizeof(int) +
-           (size_t)s->win * (size_t)s->nb * sizeof(double);
+           (size_t)s->win * (size_t)s->nb * sizeof(double) + (s->box ? phx_tagbox_size(s->box) : 0);
 }
 
 static int main_pack(const void *st, void *buf, size_t cap)
@@ -505,6 +641,9 @@ static int main_pack(const void *st, void *buf, size_t cap)
     memcpy(o, s->cnt, (size_t)s->win * sizeof *s->cnt);
     o += (size_t)s->win * sizeof *s->cnt;
     memcpy(o, s->res, (size_t)s->win * (size_t)s->nb * sizeof *s->res);
+    o += (size_t)s->win * (size_t)s->nb * sizeof *s->res;
+    if (s->box && phx_tagbox_pack(s->box, o, need - (size_t)(o - (uint8_t *)buf)) < 0)
+        return PHX_EPROTO;
     return (int)need;
 }
 
@@ -514,7 +653,8 @@ static int main_unpack(void *st, const void *buf, size_t len)
     if (len < MST_HDR)
         return PHX_EPROTO;
     memcpy(s, buf, MST_HDR);
-    if (s->nb <= 0 || s->win <= 0 || main_size(s) != len)
+    s->box = NULL;
+    if (s->nb <= 0 || s->win <= 0 || main_size(s) > len || (!TAGGED && main_size(s) != len))
         return PHX_EPROTO;
     if (main_alloc(s))
         return PHX_ENOMEM;
@@ -524,7 +664,8 @@ static int main_unpack(void *st, const void *buf, size_t len)
     memcpy(s->cnt, i, (size_t)s->win * sizeof *s->cnt);
     i += (size_t)s->win * sizeof *s->cnt;
     memcpy(s->res, i, (size_t)s->win * (size_t)s->nb * sizeof *s->res);
-    return 0;
+    i += (size_t)s->win * (size_t)s->nb * sizeof *s->res;
+    return TAGGED ? phx_tagbox_unpack(s->box, i, len - (size_t)(i - (const uint8_t *)buf)) : 0;
 }
 
 /* ---- sequential reference ------------------------------------------------ */
@@ -587,6 +728,8 @@ int main(int argc, char **argv)
             seq = 1;
         if (!strcmp(argv[i], "-g") && i + 1 < argc)
             GATE = argv[i + 1];
+        if (!strcmp(argv[i], "-T"))
+            TAGGED = 1;
     }
     if (seq) {
         if (parse_args(argc, argv, &seq))
@@ -599,6 +742,10 @@ int main(int argc, char **argv)
     phx_type_t mt = { .name = "jacobi_main", .state_size = sizeof(mst_t), .init = main_init, .fini = main_fini,
                       .pack = main_pack, .unpack = main_unpack,
                       .handlers = { [T_RES] = main_res, [T_FINAL] = main_final, [T_POLL] = main_poll } };
+    /* -T: both types are receive-deterministic (mlog-fast accepts them):
+     * blocks buffer ghosts by iteration, main keys residuals by
+     * (iteration, block) and sums in block order. */
+    bt.flags = mt.flags = TAGGED ? PHX_TYPE_RECV_DET : 0;
     blk_type = phx_register_type(&bt);
     main_type = phx_register_type(&mt);
     /* The main task parses the program's argv (phx_main strips the

@@ -8,7 +8,9 @@
 # messages, the restored tasks replay in the recorded order, survivors drop
 # the re-sent messages and never go back; a second failure, and any failure
 # under mlog-pessimistic, falls back to cr's global rollback; a node lost
-# with its buddy ends with 78. Every result equals the fault-free checksum.
+# with its buddy ends with 78. mlog-fast (jacobi -T): no determinants, the
+# same recoveries, and a type not declared receive-deterministic refused.
+# Every result equals the fault-free checksum.
 # Kills land between two checkpoints by construction: the app holds the
 # checkpoint due after iteration (tick) H, and its end, on a gate file
 # (-H H -g FILE); the test waits for the hold and for every node's last
@@ -201,9 +203,40 @@ kill_job pair mlog-causal 3 4
 check "mlog-causal node + buddy (3, 4): exit 78 naming both, no checksum" eval \
     '[ "$RC" = 78 ] && grep -qs "rank 3 and its buddy rank 4 both died" "$DIR/err" && [ -z "$(sum_of)" ]'
 
+# ---- mlog-fast: no determinants; jacobi -T (tagged, receive-deterministic) ----
+# Restored tasks take survivors' re-sent messages in any order; their tag
+# boxes and the SSN streams drop what was delivered before.
+start clean-fast mlog-fast $ARGS -T
+finish_job
+check "mlog-fast fault-free: exit 0, checksum $(sum_of) equals the reference $ref" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
+check "mlog-fast: every node logged remote messages" every_node mlog_stats logged
+check "mlog-fast: no determinant made, stored or carried anywhere" eval \
+    '! grep -h "\"ev\":\"mlog_stats\"" "$DIR"/ev.*.jsonl | grep -v "\"dets\":0,.*\"dets_stored\":0,.*\"piggybacked_on_app\":0"'
+ARGS_SAVE=$ARGS; ARGS="$ARGS -T"
+kill_job fkill mlog-fast 3
+check "mlog-fast one kill: exit 0 (got $RC), checksum $(sum_of) equals the reference" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
+check "mlog-fast one kill: a partial restore of rank 3's tasks, no rollback anywhere" eval \
+    'logged "\"ev\":\"partial_restore\"" && ! logged "\"ev\":\"rollback\"" && logged "\"source\":\"buddy\",\"of\":3,"'
+check "mlog-fast one kill: survivors handed back logged messages, no determinants" eval \
+    'every_ge1 mlog_handback msgs && ! every_ge1 mlog_handback dets'
+check "mlog-fast one kill: survivors dropped re-sent messages as duplicates" every_ge1 mlog_recovery dups
+check "mlog-fast one kill: no block ever went back on any node" monotone
+kill_job ftwo mlog-fast 1 5
+check "mlog-fast two kills at once (1, 5; not buddies): exit 0 (got $RC), checksum equals the reference" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
+check "mlog-fast two kills: the second fell back to the global rollback" logged '"ev":"mlog_fallback"'
+ARGS=$ARGS_SAVE
+# Never a wrong answer: a type not declared receive-deterministic is refused.
+timeout -k 5 60 "$PHX" run -n 2 "$BIN/jacobi" --phx-ft=1 --phx-recovery=mlog-fast -N 64 -i 10 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+check "mlog-fast refuses jacobi without -T (exit $rc)" eval \
+    '[ $rc = 2 ] && grep -q "mlog-fast needs receive-deterministic task types; type .jacobi_block." "$TMP/err"'
+
 # A typo is refused and the valid names are listed.
 timeout -k 5 60 "$PHX" run -n 2 "$BIN/jacobi" --phx-ft=1 --phx-recovery=mlog-bogus -N 64 -i 10 >"$TMP/out" 2>"$TMP/err"
 rc=$?
 check "an unknown mode lists the mlog ones" eval \
-    '[ $rc = 2 ] && grep -q "unknown recovery mode .mlog-bogus. (none|cr|mlog-causal|mlog-pessimistic)" "$TMP/err"'
+    '[ $rc = 2 ] && grep -q "unknown recovery mode .mlog-bogus. (none|cr|mlog-causal|mlog-pessimistic|mlog-fast)" "$TMP/err"'
 finish

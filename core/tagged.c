@@ -1,0 +1,89 @@
+/* Tagged receive (core/phalanx.h): a thin layer over phx_send and
+ * ft/mlog's duplicate filter. The tag rides in front of the payload, so
+ * frames, logs and hand-backs carry it unchanged. Threads: the calling
+ * task's worker (a box belongs to one task's state). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/phalanx.h"
+#include "ft/mlog/dupf.h"
+#include "phx_err.h"
+#include "phx_wire.h"
+
+#define TAG_MAGIC 0x47545850u   /* "PXTG": a tagged message, not a plain one */
+#define PRE 12                  /* magic, tag */
+
+struct phx_tagbox {
+    phx_dupf_t *f;
+};
+
+int phx_send_tagged(phx_ctx_t *c, phx_tid_t dst, int type, uint64_t tag, const void *buf, size_t len)
+{
+    if (len && !buf)
+        return PHX_EINVAL;
+    uint8_t small[256], *m = len + PRE <= sizeof small ? small : malloc(len + PRE);
+    if (!m)
+        return PHX_ENOMEM;
+    phx_put_le32(m, TAG_MAGIC);
+    phx_put_le64(m + 4, tag);
+    if (len)
+        memcpy(m + PRE, buf, len);
+    int rc = phx_send(c, dst, type, m, len + PRE);
+    if (m != small)
+        free(m);
+    return rc;
+}
+
+phx_tagbox_t *phx_tagbox_new(void)
+{
+    phx_tagbox_t *b = calloc(1, sizeof *b);
+    if (b && !(b->f = phx_dupf_create())) {
+        free(b);
+        b = NULL;
+    }
+    return b;
+}
+
+void phx_tagbox_free(phx_tagbox_t *b)
+{
+    if (b)
+        phx_dupf_destroy(b->f);
+    free(b);
+}
+
+int phx_tagbox_recv(phx_ctx_t *c, phx_tagbox_t *b, phx_tid_t src, int type, const void *msg, size_t len,
+                    uint64_t *tag, const void **body, size_t *blen)
+{
+    const uint8_t *p = msg;
+    if (len < PRE || phx_get_le32(p) != TAG_MAGIC || type < 0)
+        return PHX_EPROTO;
+    *tag = phx_get_le64(p + 4);
+    *body = p + PRE;
+    *blen = len - PRE;
+    return phx_dupf_admit(b->f, src, phx_self(c), (uint32_t)type, *tag);
+}
+
+int phx_tagbox_count(phx_ctx_t *c, const phx_tagbox_t *b, int type, uint64_t tag)
+{
+    return phx_dupf_count(b->f, phx_self(c), (uint32_t)type, tag);
+}
+
+uint64_t phx_tagbox_dups(const phx_tagbox_t *b)
+{
+    return phx_dupf_dups(b->f);
+}
+
+size_t phx_tagbox_size(const phx_tagbox_t *b)
+{
+    return phx_dupf_packed_size(b->f);
+}
+
+int phx_tagbox_pack(const phx_tagbox_t *b, void *buf, size_t cap)
+{
+    return (int)phx_dupf_pack(b->f, buf, cap);
+}
+
+int phx_tagbox_unpack(phx_tagbox_t *b, const void *buf, size_t len)
+{
+    return phx_dupf_unpack(b->f, buf, len);
+}
