@@ -54,6 +54,24 @@ check "root: non-zero exit ($RC)" [ "$RC" != 0 ]
 check "root: names the loss" grep -q "unrecoverable: lost rank 0" "$TMP/root.err"
 check "root: no result printed" sh -c "! grep -q 'Tree size' '$TMP/root.out'"
 
+# The root dies before any start message left (M: its main task spawned
+# the GLB tasks and sent nothing yet). The others never run a GLB round,
+# so the notice alone must end the job, with glb-ft off (runtime
+# --phx-ft=1 on, as the chaos campaign runs it) as with it on: non-zero at
+# once (not the test's timeout), naming the loss, no result.
+for ft in off on; do
+    job root-early-$ft 4 --phx-ft=1 --glb-ft=$ft --glb-die=M:0:1
+    check "root-early-$ft: the death landed" grep -q "rank 0 dies at M" "$TMP/root-early-$ft.err"
+    check "root-early-$ft: non-zero exit before the timeout ($RC)" [ "$RC" != 0 -a "$RC" != 124 -a "$RC" != 137 ]
+    check "root-early-$ft: names the loss" grep -q "unrecoverable: lost rank 0" "$TMP/root-early-$ft.err"
+    check "root-early-$ft: no result printed" sh -c "! grep -q 'Tree size' '$TMP/root-early-$ft.out'"
+done
+# glb-ft off: any loss ends the job non-zero naming it (work lost).
+job lost-off 4 --phx-ft=1 --glb-ft=off --glb-die=P:2:2
+check "lost-off: non-zero exit before the timeout ($RC)" [ "$RC" != 0 -a "$RC" != 124 -a "$RC" != 137 ]
+check "lost-off: names the loss" grep -q "unrecoverable: lost rank 2" "$TMP/lost-off.err"
+check "lost-off: no result printed" sh -c "! grep -q 'Tree size' '$TMP/lost-off.out'"
+
 # SIGSTOP past delta: rank S stops itself mid-run; once every other rank
 # logged its notice, SIGCONT: it is fenced (exit 75), the result is exact.
 S=$(( 1 + (SEED / 7) % (N - 1) ))

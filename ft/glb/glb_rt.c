@@ -247,28 +247,35 @@ static void io_send(void *c, int dst, const uint8_t *buf, size_t len)
     }
 }
 
-static void io_point(void *c, const char *label)
+/* The --glb-die hook at protocol point label of rank; tids NULL: no
+ * :kill=R (plain SIGKILL instead). */
+static void die_point(phx_ctx_t *ctx, int rank, int size, const phx_tid_t *tids, const char *label)
 {
-    glb_task_t *t = c;
-    if (!strcmp(label, "R5") && getenv("PHX_GLB_STATS"))
-        fprintf(stderr, "glb-restored rank=%d t_ns=%" PRIu64 "\n", t->rank, phx_now_ns());
     for (int i = 0; i < G_ndie; i++) {
         struct die *d = &G_die[i];
-        if (t->rank != d->rank || strcmp(label, d->point) || ++d->count != d->nth)
+        if (rank != d->rank || strcmp(label, d->point) || ++d->count != d->nth)
             continue;
-        fprintf(stderr, "glb: rank %d dies at %s #%d t_ns=%" PRIu64 "\n", t->rank, label, d->nth, phx_now_ns());
+        fprintf(stderr, "glb: rank %d dies at %s #%d t_ns=%" PRIu64 "\n", rank, label, d->nth, phx_now_ns());
         fflush(stderr);
         if (d->stop) {
             raise(SIGSTOP);
             return;
         }
-        if (d->kill >= 0 && d->kill < t->size && d->kill != t->rank) {
+        if (tids && d->kill >= 0 && d->kill < size && d->kill != rank) {
             int64_t pid = getpid();
-            phx_send(t->ctx, t->tids[d->kill], T_KILL, &pid, sizeof pid);
+            phx_send(ctx, tids[d->kill], T_KILL, &pid, sizeof pid);
             return;     /* rank kill takes both of us down */
         }
         raise(SIGKILL);
     }
+}
+
+static void io_point(void *c, const char *label)
+{
+    glb_task_t *t = c;
+    if (!strcmp(label, "R5") && getenv("PHX_GLB_STATS"))
+        fprintf(stderr, "glb-restored rank=%d t_ns=%" PRIu64 "\n", t->rank, phx_now_ns());
+    die_point(t->ctx, t->rank, t->size, t->tids, label);
 }
 
 static void io_finish(void *c, const uint64_t *result)
@@ -413,16 +420,21 @@ static void task_fini(void *st)
     }
 }
 
-/* Communication thread, on each failure notice. Rank 0 holds the reduction
- * and the GLB task table: its loss ends the job on every node at once, even
- * where the GLB task was never started (rank 0 died before its start
- * message left). Other losses reach the state machine by polling. */
+/* Communication thread, on each failure notice. It ends the job here, not
+ * in the GLB task, because that task may never run: rank 0 (the reduction
+ * root, holding the task table) can die before its start message left, and
+ * then no state machine exists to poll notices. Rank 0's loss is a clean
+ * abort; with glb-ft off so is any loss (nothing holds the dead rank's
+ * work). With glb-ft on, other losses reach the state machine by polling. */
 static void on_failure(void *arg, int node, uint32_t inc, uint64_t when_ns)
 {
     (void)arg; (void)inc; (void)when_ns;
-    if (node != 0)
+    if (node != 0 && G_cfg.ft)
         return;
-    fprintf(stderr, "unrecoverable: lost rank 0 (the reduction root)\n");
+    if (node == 0)
+        fprintf(stderr, "unrecoverable: lost rank 0 (the reduction root)\n");
+    else
+        fprintf(stderr, "unrecoverable: lost rank %d (glb-ft off)\n", node);
     fflush(stderr);
     _exit(PHX_GLB_EXIT_LOST);
 }
@@ -448,6 +460,7 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
         phx_put_le64(tab + 8 * r, id);
     }
     phx_put_le64(tab + 8 * p, 0);
+    die_point(c, 0, p, NULL, "M");      /* tasks spawned, no start message sent */
     for (int r = 0; r < p; r++) {
         int rc = phx_send(c, phx_get_le64(tab + 8 * r), T_INIT, tab, (size_t)p * 8 + 8);
         if (rc < 0) {
@@ -476,12 +489,11 @@ int phx_glb_run(int argc, char **argv, const phx_glb_ops_t *ops, void *app, cons
     /* GLB decides termination itself (waves), so no runtime detector; with
      * glb-ft the runtime must deliver failure notices. */
     setenv("PHX_TD", "none", 0);
-    if (cfg->ft) {
+    if (cfg->ft)
         setenv("PHX_FT", "1", 0);
-        if (phx_on_failure(on_failure, NULL) != 0) {
-            fprintf(stderr, "glb: cannot register the failure callback\n");
-            return 1;
-        }
+    if (phx_on_failure(on_failure, NULL) != 0) {
+        fprintf(stderr, "glb: cannot register the failure callback\n");
+        return 1;
     }
     phx_type_t tt = { .name = "glb", .state_size = sizeof(glb_task_t), .fini = task_fini,
                       .handlers = { [T_INIT] = on_init, [T_MSG] = on_msg, [T_CONT] = on_cont,

@@ -349,10 +349,13 @@ static void on_backup(phx_glb_sm_t *s, int src, const uint8_t *p, size_t len)
 
 /* ---- open gifts and their resolution ----------------------------------- */
 
+/* Keeps the list in creation (tan) order: release_waiters sends gifts in
+ * list order, and the thief's got row (max tan per victim) says "received"
+ * for every lower tan only if gifts to one thief leave in tan order. */
 static void open_drop(phx_glb_sm_t *s, int i)
 {
     free(s->open[i].loot);
-    s->open[i] = s->open[--s->nopen];
+    memmove(&s->open[i], &s->open[i + 1], (size_t)(--s->nopen - i) * sizeof *s->open);
     s->dirty = 1;
 }
 
@@ -668,12 +671,16 @@ static void on_give(phx_glb_sm_t *s, int v, const uint8_t *p, size_t len, uint64
         s->st.orphans++;
         return;
     }
+    if (tan <= s->got[s->rank][v]) {
+        /* The got row could not tell this gift from its predecessors. */
+        fail(s, "unrecoverable: gift %u from rank %d after gift %u (out of order)", tan, v, s->got[s->rank][v]);
+        return;
+    }
     if (merge_packed(s, p + 5, len - 5) != 0) {
         s->st.malformed++;      /* no Tend: the victim's side keeps the gift */
         return;
     }
-    if (tan > s->got[s->rank][v])
-        s->got[s->rank][v] = tan;
+    s->got[s->rank][v] = tan;
     s->got_seq[v] = s->sent_seq + 1;
     s->recv_cnt++;
     s->st.steals_ok++;

@@ -183,8 +183,7 @@ static void deliver(sim_t *s)
     free(m);
 }
 
-/* Runs until finish/abort. kill_at[r] = step at which r dies (0 = never). */
-static void run(sim_t *s, int p, uint64_t seed, int ft, const uint64_t *kill_at)
+static void sim_init(sim_t *s, int p, uint64_t seed, int ft)
 {
     phx_glb_cfg_t cfg = { .ft = ft, .n = 7, .k = 3, .timeout_ms = 1 << 30 };
     s->p = p;
@@ -198,6 +197,12 @@ static void run(sim_t *s, int p, uint64_t seed, int ft, const uint64_t *kill_at)
     }
     for (int r = 0; r < p; r++)
         phx_glb_sm_start(s->n[r], 0);
+}
+
+/* Runs until finish/abort. kill_at[r] = step at which r dies (0 = never). */
+static void sim_loop(sim_t *s, const uint64_t *kill_at)
+{
+    int p = s->p;
     for (uint64_t it = 1; !s->finished && !s->aborted; it++) {
         assert_true(it < 20000000);
         s->now = it * 1000;
@@ -220,6 +225,11 @@ static void run(sim_t *s, int p, uint64_t seed, int ft, const uint64_t *kill_at)
             }
         }
     }
+}
+
+static void sim_end(sim_t *s)
+{
+    int p = s->p;
     while (s->q) {
         smsg_t *m = s->q;
         s->q = m->next;
@@ -233,6 +243,13 @@ static void run(sim_t *s, int p, uint64_t seed, int ft, const uint64_t *kill_at)
         TOT.orphans += x.orphans, TOT.steals_ok += x.steals_ok, TOT.steal_backups += x.steal_backups;
         phx_glb_sm_free(s->n[r]);
     }
+}
+
+static void run(sim_t *s, int p, uint64_t seed, int ft, const uint64_t *kill_at)
+{
+    sim_init(s, p, seed, ft);
+    sim_loop(s, kill_at);
+    sim_end(s);
 }
 
 static uint64_t expect(void) { return (2ull << D) - 1 + (uint64_t)(CURP - 1) * 7; }
@@ -362,6 +379,100 @@ static void test_points(void **st)
         }
 }
 
+/* ---- scripted schedules -------------------------------------------------- */
+
+/* Delivers the oldest message from src to dst (one must be queued). */
+static void deliver_pair(sim_t *s, int src, int dst)
+{
+    smsg_t **pp = &s->q;
+    while (*pp && ((*pp)->src != src || (*pp)->dst != dst))
+        pp = &(*pp)->next;
+    assert_non_null(*pp);
+    smsg_t *m = *pp;
+    *pp = m->next;
+    s->nq--;
+    if (!s->dead[m->dst])
+        phx_glb_sm_recv(s->n[m->dst], m->src, m->b, m->len, s->now);
+    free(m->b);
+    free(m);
+}
+
+static void deliver_all(sim_t *s)
+{
+    while (s->q)
+        deliver_pair(s, s->q->src, s->q->dst);
+}
+
+/* A steal request as the thief's machine would send it (wire: M_STEAL = 1,
+ * then 1 for a lifeline request). */
+static void steal_from(sim_t *s, int victim, int thief, int lifeline)
+{
+    uint8_t m[2] = { 1, (uint8_t)lifeline };
+    phx_glb_sm_recv(s->n[victim], thief, m, sizeof m, s->now);
+}
+
+/* The endphase wrong result (it_uts, --glb-die=W): two gifts from one victim
+ * to one thief left in the reverse of their tan order, so the thief's got
+ * row (max tan per victim) claimed the older gift before it arrived. The
+ * thief died with only the newer one backed up; the victim asked the
+ * adopter about the older one, heard "got it" and dropped it: work counted
+ * zero times. Here: victim 0 makes gift A for 2, then B and C (random and
+ * lifeline request) for 3, both waiting on the same backup; A's Tend drops
+ * it, which reorders the open list; the backup ack releases B and C
+ * together. Thief 3 merges the first to arrive, backs up at 4, merges the
+ * second and dies. The result must stay exact. */
+static void test_gift_order(void **st)
+{
+    (void)st;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        sim_t s = { .die_pair = -1 };
+        sim_init(&s, 5, seed, 1);
+        deliver_all(&s);                        /* initial backups, acks */
+        for (int i = 0; i < 3; i++) {           /* grow 0's bag */
+            phx_glb_sm_step(s.n[0], 0);
+            deliver_all(&s);
+        }
+        steal_from(&s, 0, 2, 0);                /* A: steal backup in flight */
+        steal_from(&s, 0, 3, 0);                /* B, C wait for the next one */
+        steal_from(&s, 0, 3, 1);
+        deliver_pair(&s, 0, 1);                 /* backup; ack releases A */
+        deliver_pair(&s, 1, 0);
+        deliver_pair(&s, 0, 2);                 /* 2 merges A, backs up at 3 */
+        deliver_pair(&s, 2, 3);
+        deliver_pair(&s, 3, 2);                 /* ... then Tends A */
+        deliver_pair(&s, 2, 0);
+        phx_glb_sm_step(s.n[0], 0);             /* the backup covering B and C */
+        deliver_pair(&s, 0, 1);
+        deliver_pair(&s, 1, 0);                 /* releases B and C at once */
+        deliver_pair(&s, 0, 3);                 /* 3 merges the first gift */
+        deliver_pair(&s, 3, 4);                 /* its backup lands at 4 */
+        deliver_pair(&s, 0, 3);                 /* the second, not backed up */
+        phx_glb_sm_stats_t x;
+        phx_glb_sm_get_stats(s.n[3], &x);
+        assert_int_equal(x.steals_ok, 2);
+        kill_node(&s, 3);
+        sim_loop(&s, NULL);
+        sim_end(&s);
+        if (s.aborted)
+            fail_msg("seed %d: aborted: %s", (int)seed, s.why);
+        assert_int_equal(s.result, expect());
+    }
+}
+
+/* Deaths at every labelled point on 8 ranks, the size of it_uts. */
+static void test_points_p8(void **st)
+{
+    (void)st;
+    static const char *single[] = { "V1", "V2", "T1", "T3", "B1", "W", "P" };
+    for (size_t l = 0; l < sizeof single / sizeof *single; l++)
+        for (uint64_t seed = 1; seed <= 150; seed++) {
+            sim_t s = { .die_pair = -1, .die_label = single[l] };
+            s.die_rank = 1 + (int)(seed % 7);
+            s.die_nth = 1 + (int)(seed / 7 % 3);
+            run_exact(&s, 8, seed, 1, NULL, single[l]);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -372,6 +483,8 @@ int main(void)
         cmocka_unit_test(test_rank_and_backup),
         cmocka_unit_test(test_sequential_kills),
         cmocka_unit_test(test_points),
+        cmocka_unit_test(test_gift_order),
+        cmocka_unit_test(test_points_p8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
