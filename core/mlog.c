@@ -714,6 +714,21 @@ static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8
         PHX_WARN("mlog", "unknown control tag %u from rank %d", h->tag, peer);
 }
 
+/* Frees every replay record and leaves rep empty. Caller holds rep_lock
+ * for writing, or no other thread can reach g. */
+static void free_replays(mlog_t *g)
+{
+    for (size_t i = 0; i < g->rep.cap; i++)
+        if (g->rep.keys[i]) {
+            rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
+            phx_ml_task_free(&r->mt);
+            pthread_mutex_destroy(&r->mu);
+            free(r);
+        }
+    phx_map_free(&g->rep);
+    phx_map_init(&g->rep);
+}
+
 /* Comm thread, on a second failure: the global rollback that follows
  * restores every task from the checkpoint, so a partial recovery still
  * under way is void. Its records would otherwise hold the restored tasks'
@@ -726,15 +741,7 @@ static void drop_replays(mlog_t *g)
     atomic_store(&g->rel, 1);
     atomic_store_explicit(&g->phase, 0, memory_order_release);
     pthread_rwlock_wrlock(&g->rep_lock);
-    for (size_t i = 0; i < g->rep.cap; i++)
-        if (g->rep.keys[i]) {
-            rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
-            phx_ml_task_free(&r->mt);
-            pthread_mutex_destroy(&r->mu);
-            free(r);
-        }
-    phx_map_free(&g->rep);
-    phx_map_init(&g->rep);
+    free_replays(g);
     atomic_store(&g->nrep, 0);
     pthread_rwlock_unlock(&g->rep_lock);
 }
@@ -849,14 +856,7 @@ static void ml_destroy(void *st)
         g->n->admit = NULL;
         g->n->admit_ctx = NULL;
     }
-    for (size_t i = 0; i < g->rep.cap; i++)
-        if (g->rep.keys[i]) {
-            rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
-            phx_ml_task_free(&r->mt);
-            pthread_mutex_destroy(&r->mu);
-            free(r);
-        }
-    phx_map_free(&g->rep);
+    free_replays(g);
     pthread_rwlock_destroy(&g->rep_lock);
     free(g->done);
     CR->destroy(g->cr);
