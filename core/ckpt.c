@@ -155,6 +155,7 @@ typedef struct cr {
      * tasks (survivors keep their state: the logs replay what it lost). */
     int partial_ok;             /* set by the layered mode */
     int rb_partial;             /* the decided round is partial */
+    phx_cr_rolls_fn rolls;      /* team logging: live ranks that roll back too */
     /* Termination by quiescence at the cut (ft/ckpt/quiet.h); cut = 0:
      * td=none, the job ends by phx_exit. */
     int cut;
@@ -171,6 +172,17 @@ void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial)
     c->lis = fn;
     c->lis_arg = arg;
     c->partial_ok = partial;
+}
+
+void phx_cr_partial_rolls(void *st, phx_cr_rolls_fn fn)
+{
+    ((cr_t *)st)->rolls = fn;
+}
+
+/* In a partial round: does live rank r roll its own tasks back too? */
+static int rolls_back(const cr_t *c, int r)
+{
+    return c->rolls && c->rolls(c->lis_arg, r);
 }
 
 enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN };
@@ -794,7 +806,7 @@ static void drain_queue(phx_node_t *n, struct cds_wfcq_head *h, struct cds_wfcq_
 static void discard_all(cr_t *c)
 {
     phx_node_t *n = c->n;
-    if (c->lis)
+    if (c->lis && !c->rb_partial)   /* a team-mate's rollback keeps its logs */
         c->lis(c->lis_arg, PHX_CR_ROLLBACK, c->rb_epoch);
     int64_t work = 0, inbound = 0, outw = 0, unused = 0;
     phx_node_batch_flush(n);
@@ -1329,17 +1341,24 @@ static int relocate(cr_t *c, const phx_ck_copy_t *slot, int *loc, int *lost, int
 static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
 {
     int rc = 0;
-    if (c->rb_partial) {
+    /* mlog-team: the dead node's team-mates reload their own copy too. */
+    int team = c->rb_partial && rolls_back(c, c->self);
+    if (c->rb_partial)
         /* Survivors keep running state, queues and links: nothing is stale. */
         phx_evlog("partial_restore", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
-    } else {
+    if (!c->rb_partial || team) {
         discard_all(c);
-        /* The marker closes the lost future on every link. */
-        ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
-        c->filt.round = (uint64_t)c->ndead;
+        /* The marker closes the lost future on every link. A team-mate
+         * sends none: the others keep running, and what its old run sent
+         * them equals what its replay sends again (dropped by SSN). */
+        if (!team) {
+            ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
+            c->filt.round = (uint64_t)c->ndead;
+        }
         uint32_t nt = 0;
         rc = restore_blob(c, slot->own, slot->own_len, 1, NULL, &nt);
-        phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+        phx_evlog(team ? "team_rollback" : "rollback", "\"epoch\":%llu,\"round\":%d",
+                  (unsigned long long)c->rb_epoch, c->ndead);
         phx_evlog("restore", "\"tasks\":%u,\"source\":\"local\"", nt);
     }
     for (int x = 0; x < c->size && !rc; x++) {
@@ -1533,6 +1552,11 @@ static void rb_try_decide(cr_t *c)
     /* ... and only where the dead node's tasks go to the survivors (a spare
      * or a respawned newcomer starts from the buddy copy alone). */
     int partial = c->partial_ok && c->ndead == 1 && !disk && !strcmp(c->n->cfg.restart_on, "survivors");
+    /* ... and only where some live rank keeps running (mlog-team). */
+    int keeps = !c->rolls;
+    for (int r = 0; !keeps && r < c->size; r++)
+        keeps = !c->dead[r] && !rolls_back(c, r);
+    partial &= keeps;
     send_decision(c, e, disk | (partial ? 2 : 0));
 }
 

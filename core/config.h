@@ -44,7 +44,8 @@ typedef struct phx_config {
     char eventlog[512];              /* JSON-lines event log path ("" = off) */
     char log[16];                    /* error|warn|info|debug */
     /* recovery (core/recovery.h) */
-    char recovery[24];               /* none|cr|mlog-causal|mlog-pessimistic */
+    char recovery[24];               /* a name of the registry (core/recovery.c) */
+    int mlog_team_size;              /* recovery=mlog-team: nodes per team (>= 1) */
     int ckpt_interval;               /* seconds between automatic checkpoints (0: none) */
     char ckpt_dir[512];              /* disk checkpoints ("" = memory only) */
     char restart_on[16];             /* survivors|spare|respawn */

@@ -37,6 +37,7 @@
 #include "core/node.h"
 #include "core/recovery.h"
 #include "ft/mlog/scml.h"
+#include "ft/mlog/team.h"
 #include "phx_err.h"
 #include "phx_log.h"
 
@@ -56,7 +57,18 @@ typedef struct mlog {
     phx_ml_t *ml;
     int pess;
     int fast;                   /* mlog-fast: no determinants at all */
+    int team;                   /* mlog-team: team size t (0: another mode) */
     uint8_t *dead;
+    /* Ranks whose tasks the partial recovery restores: the dead node, and
+     * under mlog-team its live team-mates (rolled back from their own copy). */
+    uint8_t *rb;
+    /* mlog-team (t > 1): each worker's record of its own dets since the
+     * commit (rule 1), kept until the first failure's round; and the
+     * sends a rolled-back team-mate logged already (rule 2). */
+    phx_team_own_t *own;
+    _Atomic int own_on;
+    phx_team_relog_t relog;
+    uint64_t team_unlogged, relogs_skipped;
     uint8_t *buf;               /* trailer scratch (comm thread) */
     size_t cap;
     _Atomic int flush_asked;    /* pessimistic: a worker waits for a flush */
@@ -105,11 +117,21 @@ static int is_fast(const phx_node_t *n)
     return !strcmp(n->cfg.recovery, "mlog-fast");
 }
 
+static int is_team(const phx_node_t *n)
+{
+    return !strcmp(n->cfg.recovery, "mlog-team");
+}
+
 extern phx_type_t phx_types[PHX_MAX_TYPES];
 extern int phx_ntypes;
 
 static int ml_configure(phx_node_t *n)
 {
+    if (is_team(n) && n->cfg.mlog_team_size < 1) {
+        fprintf(stderr, "phalanx: bad value '%d' for option mlog-team-size: expected a team size of 1 or more "
+                        "nodes (1 is mlog-causal)\n", n->cfg.mlog_team_size);
+        return PHX_EINVAL;
+    }
     /* Without determinants a replay may deliver in another order: only a
      * receive-deterministic task gets the same state from it. Refused
      * here, before anything runs, rather than a wrong answer later. */
@@ -205,6 +227,8 @@ static void hook(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uint64_t s
     phx_detq_t *q = phx_ml_queue(g->ml, worker);
     phx_det_t d = { .sender = src, .receiver = dst, .ssn = ssn, .rsn = rsn };
     int64_t k = phx_detq_add(q, &d);
+    if (atomic_load_explicit(&g->own_on, memory_order_relaxed))
+        phx_team_own_add(&g->own[worker], &d);   /* this worker's alone; read while paused */
     if (k < 0 || !g->pess)
         return;   /* closed: the job is ending */
     /* Pessimistic: the det must be stored elsewhere before the handler's
@@ -245,6 +269,15 @@ static void hook(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uint64_t s
 
 static void partial_handback(mlog_t *g);
 
+/* Comm thread, workers paused: the own-det records are done with (only
+ * the job's first failure recovers partially). */
+static void own_stop(mlog_t *g)
+{
+    atomic_store(&g->own_on, 0);
+    for (int i = 0; g->own && i < g->n->nworkers; i++)
+        phx_team_own_clear(&g->own[i]);
+}
+
 static void ml_listen(void *arg, int what, uint64_t epoch)
 {
     mlog_t *g = arg;
@@ -252,8 +285,13 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
         partial_handback(g);
         return;
     }
-    if (what == PHX_CR_ROLLBACK)
+    if (what == PHX_CR_ROLLBACK) {
         g->full_rb = 1;
+        own_stop(g);   /* no partial recovery follows a global rollback */
+    }
+    for (int i = 0; g->own && i < g->n->nworkers; i++)
+        phx_team_own_clear(&g->own[i]);
+    phx_team_relog_clear(&g->relog);
     phx_ml_stats_t s;
     phx_ml_stats(g->ml, &s);
     /* A commit makes every logged message and det useless (Alg. 4); a
@@ -281,7 +319,14 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
 static int lost_home(const mlog_t *g, uint64_t tid)
 {
     int h = phx_tid_home((phx_tid_t)tid);
-    return h >= 0 && h < g->n->size && g->dead[h];
+    return h >= 0 && h < g->n->size && g->rb[h];
+}
+
+/* cr asks, in a partial round: does live rank r roll back too? */
+static int ml_rolls(void *arg, int r)
+{
+    mlog_t *g = arg;
+    return g->team > 1 && g->nfail == 1 && !g->full_rb && r >= 0 && r < g->n->size && g->rb[r] && !g->dead[r];
 }
 
 /* Under rep_lock (either side). */
@@ -542,6 +587,43 @@ static void hb_msg(void *arg, const phx_ml_entry_t *e)
         PHX_WARN("mlog", "re-send to rank %d failed: %s", host, phx_strerror(rc));
 }
 
+static int relog_all(void *arg, uint64_t tid)
+{
+    (void)arg;
+    (void)tid;
+    return 1;
+}
+
+static void relog_add(void *arg, const phx_ml_entry_t *e)
+{
+    hb_ctx_t *h = arg;
+    if (!h->err && lost_home(h->g, e->src))
+        h->err = phx_team_relog_add(&h->g->relog, e->src, e->dst, e->ssn);
+}
+
+/* This node is a team-mate of the dead one and reloaded its own copy
+ * (workers paused): its tasks replay its own record of their deliveries
+ * (rule 1: complete, unlike what other nodes hold, which may have died
+ * with the failed node), and what they send again is not logged twice
+ * (rule 2). */
+static int team_rollback(mlog_t *g)
+{
+    uint64_t n0 = g->installed;
+    for (int i = 0; i < g->n->nworkers; i++) {
+        if (g->own[i].err)
+            return PHX_ENOMEM;   /* a hole: the replay could diverge */
+        for (size_t k = 0; k < g->own[i].n; k++)
+            install(g, &g->own[i].d[k]);
+    }
+    hb_ctx_t h = { .g = g };
+    phx_ml_restart_cb_t cb = { &h, relog_all, NULL, relog_add };
+    phx_ml_restart_msgs(g->ml, &cb);
+    phx_team_relog_seal(&g->relog);
+    phx_evlog("mlog_team_rollback", "\"own_dets\":%llu,\"relog\":%llu", (unsigned long long)(g->installed - n0),
+              (unsigned long long)g->relog.n);
+    return h.err;
+}
+
 static void partial_handback(mlog_t *g)
 {
     phx_node_t *n = g->n;
@@ -565,6 +647,8 @@ static void partial_handback(mlog_t *g)
     for (int r = 0; r < sz && !h.err; r++)
         if (h.dlen[r])
             ctl(g, r, ML_RDETS, h.dbuf[r], h.dlen[r]);
+    if (!h.err && g->team > 1 && g->rb[n->rank] && !g->full_rb && g->nfail == 1)
+        h.err = team_rollback(g);
     phx_ml_restart_cb_t mcb = { &h, hb_lost, NULL, hb_msg };
     if (!h.err)
         phx_ml_restart_msgs(g->ml, &mcb);
@@ -577,6 +661,7 @@ static void partial_handback(mlog_t *g)
     free(h.dbuf);
     free(h.dlen);
     free(h.dcap);
+    own_stop(g);
     phx_evlog("mlog_handback", "\"dets\":%llu,\"msgs\":%llu", (unsigned long long)g->dets_back,
               (unsigned long long)g->resent);
     if (g->fast)
@@ -596,23 +681,33 @@ static int ml_init(phx_node_t *n, void **out)
     g->n = n;
     g->pess = is_pess(n);
     g->fast = is_fast(n);
+    g->team = is_team(n) ? n->cfg.mlog_team_size : 0;
     g->dead = calloc((size_t)n->size, 1);
+    g->rb = calloc((size_t)n->size, 1);
+    if (g->team > 1) {
+        g->own = calloc((size_t)n->nworkers, sizeof *g->own);
+        atomic_store(&g->own_on, g->own != NULL);
+    }
     g->done = calloc((size_t)n->size, 1);
     phx_ml_cfg_t c = { .rank = n->rank, .n = n->size, .inc = n->inc, .nq = n->nworkers, .qcap = QCAP,
                        .pessimistic = g->pess };
     phx_map_init(&g->rep);
     pthread_rwlock_init(&g->rep_lock, NULL);
-    g->ml = g->dead && g->done ? phx_ml_create(&c) : NULL;
+    g->ml = g->dead && g->done && g->rb && (g->team <= 1 || g->own) ? phx_ml_create(&c) : NULL;
     int rc = g->ml ? CR->init(n, &g->cr) : PHX_ENOMEM;
     if (rc) {
         phx_ml_destroy(g->ml);
         phx_map_free(&g->rep);
         free(g->dead);
+        free(g->rb);
+        free(g->own);
         free(g->done);
         free(g);
         return rc;
     }
     phx_cr_listen(g->cr, ml_listen, g, 1);
+    if (g->team > 1)
+        phx_cr_partial_rolls(g->cr, ml_rolls);
     if (!g->fast) {   /* mlog-fast makes no determinants and holds nothing */
         n->hook = hook;
         n->hook_ctx = g;
@@ -634,14 +729,25 @@ static void ml_on_send(void *st, const phx_msg_t *m)
     /* A spawn is an event too: logged like a message (its tag is the task
      * type), marked so that a hand-back re-sends it as a spawn. */
     uint32_t tag = m->hdr.tag | (m->kind == PHX_MK_SPAWN ? ML_SPAWN_BIT : 0);
-    int rc = phx_ml_log(g->ml, m->peer, m->hdr.src, m->hdr.dst, m->hdr.ssn, tag, m->data, m->hdr.len);
+    int rc = 0, keep = 1;
+    if (g->team && !phx_team_must_log(g->n->rank, m->peer, g->team)) {
+        keep = 0;   /* within the team: a rolled-back sender makes it again */
+        g->team_unlogged++;
+    } else if (g->team && phx_team_relog_skip(&g->relog, m->hdr.src, m->hdr.dst, m->hdr.ssn)) {
+        keep = 0;   /* a rolled-back team-mate's re-send: logged the first time */
+        g->relogs_skipped++;
+    }
+    if (keep)
+        rc = phx_ml_log(g->ml, m->peer, m->hdr.src, m->hdr.dst, m->hdr.ssn, tag, m->data, m->hdr.len);
     if (rc) {
         PHX_ERROR("mlog", "message to rank %d cannot be logged (%s): ending the job", m->peer, phx_strerror(rc));
         phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
         return;
     }
-    g->log_bytes += m->hdr.len;
-    log_gauges(g);
+    if (keep) {
+        g->log_bytes += m->hdr.len;
+        log_gauges(g);
+    }
     if (g->pess || g->fast)
         return;   /* its causes are on the next live rank already, or it has none to carry */
     /* The batched ack rides along: same write, no extra wakeup at peer. */
@@ -758,6 +864,12 @@ static int ml_on_failure(void *st, int rank)
     if (rank >= 0 && rank < g->n->size && !g->dead[rank]) {
         g->dead[rank] = 1;
         g->nfail++;
+        /* The first failure under mlog-team rolls its whole team back;
+         * a team of every live rank marks them all, so cr decides the
+         * global rollback (ml_rolls leaves no live rank running). */
+        if (g->team > 1 && g->nfail == 1)
+            (void)phx_team_rollback_set(g->n->size, g->team, g->dead, g->rb);
+        g->rb[rank] = 1;
     }
     /* cr restores only the dead node's tasks on the job's first failure
      * (k = 1: a later one may have taken determinants with it, so it rolls
@@ -831,11 +943,12 @@ static void ml_stop(void *st)
     phx_evlog("mlog_stats",
               "\"dets\":%llu,\"logged\":%llu,\"logged_bytes\":%llu,\"local\":%llu,\"frames_pb\":%llu,"
               "\"dets_pb\":%llu,\"pb_bytes\":%llu,\"dets_stored\":%llu,\"ctrl_frames\":%llu,"
-              "\"piggybacked_on_app\":%llu",
+              "\"piggybacked_on_app\":%llu,\"team\":%d,\"unlogged_team\":%llu,\"relogs_skipped\":%llu",
               (unsigned long long)s.dets, (unsigned long long)s.logged, (unsigned long long)s.logged_bytes,
               (unsigned long long)s.local, (unsigned long long)s.frames_pb, (unsigned long long)s.dets_pb,
               (unsigned long long)s.pb_bytes, (unsigned long long)s.dets_stored,
-              (unsigned long long)g->ctrl_frames, (unsigned long long)g->trailers);
+              (unsigned long long)g->ctrl_frames, (unsigned long long)g->trailers, g->team,
+              (unsigned long long)g->team_unlogged, (unsigned long long)g->relogs_skipped);
     if (getenv("PHX_STATS"))
         fprintf(stderr, "{\"rank\":%d,\"mlog_dets\":%llu,\"mlog_logged\":%llu,\"mlog_dets_pb\":%llu,"
                         "\"mlog_pb_bytes\":%llu}\n", g->n->rank, (unsigned long long)s.dets,
@@ -859,6 +972,11 @@ static void ml_destroy(void *st)
     free_replays(g);
     pthread_rwlock_destroy(&g->rep_lock);
     free(g->done);
+    for (int i = 0; g->own && i < g->n->nworkers; i++)
+        phx_team_own_clear(&g->own[i]);
+    free(g->own);
+    phx_team_relog_clear(&g->relog);
+    free(g->rb);
     CR->destroy(g->cr);
     phx_ml_destroy(g->ml);
     free(g->dead);
@@ -879,5 +997,8 @@ const phx_recovery_ops_t phx_recovery_mlog_causal =
     OPS("mlog-causal", "causal message logging (SCML) over cr's checkpoints: the first failure restores only the dead node's tasks");
 const phx_recovery_ops_t phx_recovery_mlog_fast =
     OPS("mlog-fast", "message logging without determinants for receive-deterministic task types (PHX_TYPE_RECV_DET): the first failure restores only the dead node's tasks");
+const phx_recovery_ops_t phx_recovery_mlog_team =
+    OPS("mlog-team", "team-based causal message logging (teams of mlog-team-size consecutive ranks): only messages "
+                     "between teams are logged; the first failure rolls back exactly the dead node's team");
 const phx_recovery_ops_t phx_recovery_mlog_pessimistic =
     OPS("mlog-pessimistic", "pessimistic message logging over cr's checkpoints: the first failure restores only the dead node's tasks");

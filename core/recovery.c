@@ -17,7 +17,8 @@ static const phx_recovery_ops_t rec_none = { .name = "none", .help = "a lost nod
 
 /* New modes (message logging) add a line here. */
 static const phx_recovery_ops_t *const registry[] = { &rec_none, &phx_recovery_cr, &phx_recovery_mlog_causal,
-                                                      &phx_recovery_mlog_pessimistic, &phx_recovery_mlog_fast };
+                                                      &phx_recovery_mlog_pessimistic, &phx_recovery_mlog_fast,
+                                                      &phx_recovery_mlog_team };
 #define NREG (sizeof registry / sizeof registry[0])
 
 const phx_recovery_ops_t *phx_recovery_find(const char *name)

@@ -113,7 +113,13 @@ extern const phx_recovery_ops_t phx_recovery_cr;
 enum { PHX_CR_COMMIT = 1, PHX_CR_ROLLBACK = 2, PHX_CR_PARTIAL = 3 };
 typedef void (*phx_cr_listen_fn)(void *arg, int what, uint64_t epoch);
 void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial);
+/* mlog-team: in a partial round, fn(arg, r) (comm thread; arg is the
+ * listener's) says whether live rank r reloads its own copy too; the round
+ * is partial only while some live rank does not. */
+typedef int (*phx_cr_rolls_fn)(void *arg, int rank);
+void phx_cr_partial_rolls(void *st, phx_cr_rolls_fn fn);
 /* Message logging (core/mlog.c; protocol in ft/mlog/). */
-extern const phx_recovery_ops_t phx_recovery_mlog_causal, phx_recovery_mlog_pessimistic, phx_recovery_mlog_fast;
+extern const phx_recovery_ops_t phx_recovery_mlog_causal, phx_recovery_mlog_pessimistic, phx_recovery_mlog_fast,
+    phx_recovery_mlog_team;
 
 #endif

@@ -162,6 +162,25 @@ static int admitted(phx_worker_t *w, const phx_task_t *t, const phx_msg_t *m)
     return !n->admit || !n->admit(n->admit_ctx, w->id, t, m->hdr.src, m->hdr.ssn);
 }
 
+/* Frees held copies of messages already delivered. Under mlog-team a
+ * rolled-back task may hold two copies of one message (its old run's frame
+ * and the hand-back's, or a team-mate's regenerated one) while its replay
+ * waits: once one is delivered the other could never be. */
+static void drop_held_dups(phx_worker_t *w, phx_task_t *t)
+{
+    phx_msg_t **pp = &t->held;
+    while (*pp) {
+        phx_msg_t *x = *pp;
+        uint64_t *last = phx_map_get(&t->in_ssn, x->hdr.src);
+        if (last && x->hdr.ssn <= *last) {
+            *pp = (phx_msg_t *)x->qn.next;
+            PHX_CNT_ADD(w->n_dups, 1);
+            phx_msg_free(x);
+        } else
+            pp = (phx_msg_t **)&x->qn.next;
+    }
+}
+
 /* With an admission hook any held message may have become deliverable:
  * offer them all until none is (replays are short; survivors never hold). */
 static void retry_held(phx_worker_t *w, phx_tid_t id)
@@ -171,6 +190,7 @@ static void retry_held(phx_worker_t *w, phx_tid_t id)
         if (!v)
             return;
         phx_task_t *t = (phx_task_t *)(uintptr_t)*v;
+        drop_held_dups(w, t);
         phx_msg_t *prev = NULL, *x = t->held;
         uint64_t *last = NULL;
         for (; x; prev = x, x = (phx_msg_t *)x->qn.next) {
