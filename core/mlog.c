@@ -288,10 +288,12 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
     if (what == PHX_CR_ROLLBACK) {
         g->full_rb = 1;
         own_stop(g);   /* no partial recovery follows a global rollback */
+        phx_team_relog_clear(&g->relog);
     }
+    /* The relog filter outlives commits: a replay may still re-send after
+     * the checkpoint that follows its round, and those sends are old. */
     for (int i = 0; g->own && i < g->n->nworkers; i++)
         phx_team_own_clear(&g->own[i]);
-    phx_team_relog_clear(&g->relog);
     phx_ml_stats_t s;
     phx_ml_stats(g->ml, &s);
     /* A commit makes every logged message and det useless (Alg. 4); a

@@ -10,6 +10,8 @@
 # under mlog-pessimistic, falls back to cr's global rollback; a node lost
 # with its buddy ends with 78. mlog-fast (jacobi -T): no determinants, the
 # same recoveries, and a type not declared receive-deterministic refused.
+# mlog-team (teams of 2): fewer messages logged than mlog-causal, and one
+# kill rolls back exactly the dead node's team (cases at the end).
 # Every result equals the fault-free checksum.
 # Kills land between two checkpoints by construction: the app holds the
 # checkpoint due after iteration (tick) H, and its end, on a gate file
@@ -238,5 +240,94 @@ check "mlog-fast refuses jacobi without -T (exit $rc)" eval \
 timeout -k 5 60 "$PHX" run -n 2 "$BIN/jacobi" --phx-ft=1 --phx-recovery=mlog-bogus -N 64 -i 10 >"$TMP/out" 2>"$TMP/err"
 rc=$?
 check "an unknown mode lists the mlog ones" eval \
-    '[ $rc = 2 ] && grep -q "unknown recovery mode .mlog-bogus. (none|cr|mlog-causal|mlog-pessimistic|mlog-fast)" "$TMP/err"'
+    '[ $rc = 2 ] && grep -q "unknown recovery mode .mlog-bogus. (none|cr|mlog-causal|mlog-pessimistic|mlog-fast|mlog-team)" "$TMP/err"'
+# ---- mlog-team (Ch. 5): teams of 2 consecutive ranks, {0,1} {2,3} ... ---------
+# Only messages between teams are logged; every delivery still makes a det.
+# A kill of rank 3 rolls back exactly its team: rank 2 reloads its own copy
+# and replays its own record, rank 3's tasks come from its buddy (rank 4,
+# outside the team), the other six nodes keep running and hand back.
+export PHX_MLOG_TEAM_SIZE=2   # the environment form of --phx-mlog-team-size
+# logged_sum DIR: messages logged by all nodes (mlog_stats)
+logged_sum() {
+    cat "$1"/ev.*.jsonl | sed -n 's/.*"ev":"mlog_stats".*"logged":\([0-9]*\),.*/\1/p' | awk '{s += $1} END {print s + 0}'
+}
+# team_only RANK...: exactly these ranks rolled back (team_rollback, a local
+# reload), none globally; every other node's blocks only went forward, and
+# each listed rank's went back at least once.
+team_only() {
+    python3 - "$DIR" "$N" "$@" <<'PY'
+import json, sys
+d, n, team = sys.argv[1], int(sys.argv[2]), set(int(x) for x in sys.argv[3:])
+ok = True
+for r in range(n):
+    try:
+        ev = [json.loads(l) for l in open("%s/ev.%d.jsonl" % (d, r))]
+    except OSError:
+        continue
+    names = [e["ev"] for e in ev]
+    if "rollback" in names:
+        print("  rank %d rolled back globally" % r); ok = False
+    rolled = "team_rollback" in names or any(e["ev"] == "restore" and e.get("source") == "local" for e in ev)
+    if rolled != (r in team):
+        print("  rank %d: rolled back %s, expected %s" % (r, rolled, r in team)); ok = False
+    last, back = {}, False
+    for e in ev:
+        if e["ev"] != "jacobi_blk":
+            continue
+        if e["iter"] <= last.get(e["blk"], 0):
+            back = True
+            if r not in team:
+                print("  rank %d (outside the team) block %d went back from %d to %d" % (r, e["blk"], last[e["blk"]], e["iter"]))
+                ok = False
+        last[e["blk"]] = e["iter"]
+    if r in team and last and not back:
+        print("  rank %d (team-mate) never went back" % r); ok = False
+sys.exit(not ok)
+PY
+}
+causal_logged=$(logged_sum "$TMP/clean-mlog-causal")
+start clean-team mlog-team $ARGS
+finish_job
+team_logged=$(logged_sum "$DIR")
+check "mlog-team fault-free: exit 0 (got $RC), checksum $(sum_of) equals the reference $ref" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
+check "mlog-team: every node made determinants and left intra-team messages unlogged" eval \
+    'every_node mlog_stats dets && every_node mlog_stats unlogged_team'
+check "mlog-team: fewer messages logged than mlog-causal ($team_logged < $causal_logged)" \
+    [ "$team_logged" -gt 0 -a "$team_logged" -lt "$causal_logged" ]
+kill_job team-kill mlog-team 3
+check "mlog-team one kill (3): exit 0 (got $RC), checksum $(sum_of) equals the reference $ref" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
+check "mlog-team one kill: rank 3's tasks from its buddy, a partial round" eval \
+    'logged "\"ev\":\"partial_restore\"" && logged "\"source\":\"buddy\",\"of\":3,"'
+check "mlog-team one kill: only team {2,3} rolled back; the others never went back" team_only 2
+check "mlog-team one kill: rank 2 replayed its own determinants" eval \
+    'grep -s "\"ev\":\"mlog_team_rollback\"" "$DIR/ev.2.jsonl" | grep -q "\"own_dets\":[1-9]"'
+check "mlog-team one kill: survivors outside the team handed back logged messages" every_ge1 mlog_handback msgs
+# Rank 2's buddy is rank 3, in its team: one failure still leaves it alive.
+kill_job team-kill2 mlog-team 2
+check "mlog-team kill of 2 (buddy 3 in its team): exit 0 (got $RC), checksum equals the reference" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
+check "mlog-team kill of 2: only team {2,3} rolled back" team_only 3
+# A team of the whole job: nothing is logged, so cr's global rollback.
+PHX_MLOG_TEAM_SIZE=8 kill_job team-all mlog-team 3
+check "mlog-team, one team of 8, one kill: global rollback, checksum equals the reference (got $RC)" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ] && logged "\"ev\":\"rollback\"" && ! logged "\"ev\":\"team_rollback\""'
+# The order-sensitive app: a replay in the wrong order makes it exit 3.
+DIR=$TMP/order-team; mkdir -p "$DIR"
+GATE=$(gate_new order-team)
+timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/order" --phx-ft=1 \
+    --phx-recovery=mlog-team --phx-eventlog="$DIR/ev.%r.jsonl" -k 400 -c 50 -H 120 -g "$GATE" \
+    >"$DIR/out" 2>"$DIR/err" &
+JOBPID=$!
+kill_held "order mlog-team" 2 3
+check "order mlog-team, one kill: exit 0 and consistent (got $RC)" eval \
+    '[ "$RC" = 0 ] && grep -q "consistent=yes" "$DIR/out"'
+check "order mlog-team, one kill: only team {2,3} rolled back, by determinants" eval \
+    'team_only 2 && every_ge1 mlog_replay dets_installed'
+timeout -k 5 60 "$PHX" run -n 2 "$BIN/jacobi" --phx-ft=1 --phx-recovery=mlog-team --phx-mlog-team-size=0 \
+    -N 64 -i 10 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+check "mlog-team-size=0 is refused (exit $rc)" eval '[ $rc = 2 ] && grep -q "mlog-team-size" "$TMP/err"'
+unset PHX_MLOG_TEAM_SIZE
 finish
