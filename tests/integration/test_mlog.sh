@@ -329,5 +329,12 @@ timeout -k 5 60 "$PHX" run -n 2 "$BIN/jacobi" --phx-ft=1 --phx-recovery=mlog-tea
     -N 64 -i 10 >"$TMP/out" 2>"$TMP/err"
 rc=$?
 check "mlog-team-size=0 is refused (exit $rc)" eval '[ $rc = 2 ] && grep -q "mlog-team-size" "$TMP/err"'
+# Beyond one failure: as mlog-causal (global rollback; node + buddy: 78).
+kill_job team-two mlog-team 1 5
+check "mlog-team two kills at once (1, 5): exit 0 (got $RC), checksum equals the reference" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
+check "mlog-team two kills: the second fell back to the global rollback" logged '"ev":"mlog_fallback"'
+kill_job team-pair mlog-team 3 4
+check "mlog-team node + buddy (3, 4): exit 78, no checksum (got $RC)" eval '[ "$RC" = 78 ] && [ -z "$(sum_of)" ]'
 unset PHX_MLOG_TEAM_SIZE
 finish
