@@ -4,7 +4,9 @@
 #     4 nodes; bytes per node / ckpt_commit ms, and all nodes' bytes / ms
 #     (the aggregate: on one host the 4 nodes share its cores, as the one
 #     raw-TCP pair does), beside memcpy and raw-TCP bandwidth measured in
-#     the same run (the limit is the slower). BASE=OTHER_BUILD_DIR runs that
+#     the same run (the limit is the slower), and against the ring limit:
+#     4 raw-TCP processes each sending to the next at once (rawtcp ring),
+#     the checkpoint's own traffic pattern on the same cores. BASE=OTHER_BUILD_DIR runs that
 #     build's jacobi in the same rounds, interleaved (before/after).
 #  2. Restart time of one kill on 8 nodes, split from the event logs into
 #     detection (kill -> last survivor's notice), agreement (-> first
@@ -41,11 +43,11 @@ b = bytearray(256 << 20); c = bytearray(256 << 20); c[:] = b; best = 0
 for _ in range(5):   # into memory already touched: memcpy, not page faults
     t = time.perf_counter(); c[:] = b; d = time.perf_counter() - t; best = max(best, len(b) / d / 1e9)
 print("%.2f" % best)')
-tcp_gbs=$(for _ in $(seq "$REPS"); do "$B/rawtcp" bw 1000 2>/dev/null |
-    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^MiB_per_s=/) { split($i, a, "="); print a[2] * 1048576 / 1e9 } }'; done | median)
+gbs() { awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^MiB_per_s=/) { split($i, a, "="); print a[2] * 1048576 / 1e9 } }'; }
+tcp_gbs=$(for _ in $(seq "$REPS"); do "$B/rawtcp" bw 1000 2>/dev/null | gbs; done | median)
 limit=$(awk -v a="$memcpy_gbs" -v b="$tcp_gbs" 'BEGIN { print (a < b) ? a : b }')
 printf '\nmemcpy %s GB/s, raw TCP %s GB/s: limit %s GB/s\n\n' "$memcpy_gbs" "$tcp_gbs" "$limit"
-printf '| state per node | build | ckpt ms (median) | GB/s per node | vs limit (median of rounds) | GB/s, all 4 nodes | vs limit |\n|---|---|---|---|---|---|---|\n'
+printf '| state per node | build | ckpt ms (median) | GB/s per node | vs limit (median of rounds) | vs ring limit | GB/s, all 4 nodes | vs limit |\n|---|---|---|---|---|---|---|---|\n'
 # tp BUILD_BIN N: one run, the steady state: every commit after epoch 2
 # (epoch 1 holds no grid yet; epoch 2, the first with it, page-faults in
 # fresh buffers, which later checkpoints reuse): "ms bytes"
@@ -69,21 +71,25 @@ for mib in ${SIZES:-1 8 32 128}; do
     # 4 nodes x V=4 blocks; N^2 * 8 bytes over 4 nodes = mib MiB each
     n=$(python3 -c "import math; print(int(math.sqrt($mib * 4 * 1048576 / 8)))")
     for _ in $(seq "$REPS"); do
-        tcp=$("$B/rawtcp" bw 300 2>/dev/null | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^MiB_per_s=/) { split($i, a, "="); print a[2] * 1048576 / 1e9 } }')
+        tcp=$("$B/rawtcp" bw 300 2>/dev/null | gbs)
+        ring=$("$B/rawtcp" ring 4 300 2>/dev/null | gbs)
         lim=$(awk -v a="$memcpy_gbs" -v b="$tcp" 'BEGIN { print (a < b) ? a : b }')
-        for b in $builds; do tp "$b" "$n" | sed "s|^|$b $lim |"; done
+        rlim=$(awk -v a="$memcpy_gbs" -v b="$ring" 'BEGIN { print (a < b) ? a : b }')
+        for b in $builds; do tp "$b" "$n" | sed "s|^|$b $lim |; s|\$| $rlim|"; done
     done >"$T/tp"
     for b in $builds; do
         ms=$(awk -v b="$b" '$1 == b { print $3 }' "$T/tp" | median)
         by=$(awk -v b="$b" '$1 == b { print $4 }' "$T/tp" | median)
         gbs=$(awk -v b="$by" -v m="$ms" 'BEGIN { printf "%.3f", b / (m / 1000) / 1e9 }')
         r=$(awk -v b="$b" '$1 == b { print $4 / ($3 / 1000) / 1e9 / $2 }' "$T/tp" | median)
+        rr=$(awk -v b="$b" '$1 == b { print $4 / ($3 / 1000) / 1e9 / $5 }' "$T/tp" | median)
         name=this; [ "$b" = "$B" ] || name=base
-        printf '| %s MiB | %s | %s | %s | %.2fx | %.3f | %.2fx |\n' "$mib" "$name" "$ms" "$gbs" "$r" \
+        printf '| %s MiB | %s | %s | %s | %.2fx | %.2fx | %.3f | %.2fx |\n' "$mib" "$name" "$ms" "$gbs" "$r" "$rr" \
             "$(awk -v g="$gbs" 'BEGIN { print 4 * g }')" "$(awk -v r="$r" 'BEGIN { print 4 * r }')"
         if [ "$mib" = 32 ] && [ "$b" = "$B" ]; then echo "$ms" >"$T/ms128"; fi
     done
-    printf '|  | raw TCP this size'"'"'s rounds (GB/s): %s |  |  |  |  |  |\n' "$(awk '{ print $2 }' "$T/tp" | sort -u | tr '\n' ' ')"
+    printf '|  | limits of this size'"'"'s rounds, pair / ring of 4 (GB/s): %s / %s |  |  |  |  |  |  |\n' \
+        "$(awk '{ print $2 }' "$T/tp" | sort -u | tr '\n' ' ')" "$(awk '{ print $5 }' "$T/tp" | sort -u | tr '\n' ' ')"
 done
 if [ -s "$T/ms128" ]; then
     printf '\n128 MiB over 4 nodes (32 MiB each; Charm++: 0.41-1.83 s over TCP): %s ms (median)\n' "$(cat "$T/ms128")"

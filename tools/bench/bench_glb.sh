@@ -75,7 +75,7 @@ for v in off on; do
         "$(calc %.0f "100 * $t_seq / ($PC * $t)")" "$(cpu uts_$v)" "$(calc %.0f "100 * $(cpu seq) / $(cpu uts_$v)")"
 done
 printf '\nEfficiency against the capacity (PC x --seq at once): glb-ft off %s%%, on %s%%\n' \
-    "$(calc %.0f "100 * $t_conc / $t_off")" "$(calc %.0f "100 * $t_conc / $t_on")"
+    "$(calc %.0f "100 * $t_conc / ($PC * $t_off)")" "$(calc %.0f "100 * $t_conc / ($PC * $t_on)")"
 
 # Overhead: off and on for each k run back to back in every repetition, and
 # the overhead is the median of the per-repetition ratios, so drift in the

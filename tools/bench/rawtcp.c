@@ -1,13 +1,19 @@
 /* rawtcp: the baseline Phalanx is measured against. Two processes on
  * loopback, plain TCP, no framing beyond what each mode needs.
  * Usage: rawtcp lat|rate|bw [--spin] [N] [SIZE]
+ *        rawtcp ring K [N] [SIZE]
  *   lat:  SIZE-byte round trips (blocking reads, or non-blocking spinning
  *         reads with --spin), prints the median round trip;
  *   rate: N SIZE-byte messages, one write each, then a 1-byte ack;
- *   bw:   N SIZE-byte messages, then a 1-byte ack.
+ *   bw:   N SIZE-byte messages, then a 1-byte ack;
+ *   ring: K processes, each sends N SIZE-byte messages to the next while it
+ *         receives as many from the one before, all at once: the traffic of
+ *         a buddy checkpoint of K nodes on one host, so the per-node figure
+ *         is what the same cores can move in that pattern.
  * Output matches apps/pingpong so tools/bench/bench.sh can compare them. */
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <netinet/tcp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,6 +68,92 @@ static void write_full(int fd, const void *p, size_t n)
     }
 }
 
+struct tx {
+    int fd;
+    uint64_t n;
+    size_t size;
+};
+
+static void *tx_main(void *arg)
+{
+    struct tx *t = arg;
+    char *b = calloc(1, t->size);
+    if (!b)
+        die("calloc");
+    for (uint64_t i = 0; i < t->n; i++)
+        write_full(t->fd, b, t->size);
+    free(b);
+    return NULL;
+}
+
+static int listen_any(struct sockaddr_in *sa)
+{
+    socklen_t sl = sizeof *sa;
+    *sa = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    if (ls < 0 || bind(ls, (struct sockaddr *)sa, sizeof *sa) || listen(ls, 1) ||
+        getsockname(ls, (struct sockaddr *)sa, &sl))
+        die("listen");
+    return ls;
+}
+
+/* K ring members; the parent starts them together once all are connected
+ * (one byte down each go pipe) and times until the last one finished. */
+static int ring(int k, uint64_t n, size_t size)
+{
+    if (k < 2 || k > 64)
+        return 2;
+    struct sockaddr_in sa[64];
+    int ls[64], go[64][2], ready[2];
+    if (pipe(ready))
+        die("pipe");
+    for (int i = 0; i < k; i++) {
+        ls[i] = listen_any(&sa[i]);
+        if (pipe(go[i]))
+            die("pipe");
+    }
+    for (int i = 0; i < k; i++) {
+        if (fork())
+            continue;
+        int one = 1, out = socket(AF_INET, SOCK_STREAM, 0);
+        if (out < 0 || connect(out, (struct sockaddr *)&sa[(i + 1) % k], sizeof sa[0]))
+            die("connect");
+        int in = accept(ls[i], NULL, NULL);
+        if (in < 0)
+            die("accept");
+        setsockopt(out, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        char c = 'r', *b = malloc(size);
+        if (!b || write(ready[1], &c, 1) != 1 || read(go[i][0], &c, 1) != 1)
+            die("ring start");
+        struct tx t = { out, n, size };
+        pthread_t th;
+        if (pthread_create(&th, NULL, tx_main, &t))
+            die("pthread_create");
+        for (uint64_t j = 0; j < n; j++)
+            read_full(in, b, size);
+        pthread_join(th, NULL);
+        _exit(0);
+    }
+    char c;
+    for (int i = 0; i < k; i++)
+        if (read(ready[0], &c, 1) != 1)
+            die("ring ready");
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < k; i++)
+        if (write(go[i][1], "g", 1) != 1)
+            die("ring go");
+    int bad = 0, st;
+    for (int i = 0; i < k; i++)
+        if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+            bad = 1;
+    double el = (double)(now_ns() - t0) / 1e9;
+    if (bad)
+        return 1;
+    printf("rawtcp ring k=%d size=%zu n=%llu MiB_per_s=%.1f\n", k, size, (unsigned long long)n,
+           (double)n * (double)size / el / (1 << 20));
+    return 0;
+}
+
 static int cmp(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -72,10 +164,16 @@ int main(int argc, char **argv)
 {
     int ai = 1;
     if (argc < 2) {
-        fprintf(stderr, "usage: rawtcp lat|rate|bw [--spin] [N] [SIZE]\n");
+        fprintf(stderr, "usage: rawtcp lat|rate|bw [--spin] [N] [SIZE] | ring K [N] [SIZE]\n");
         return 2;
     }
     const char *mode = argv[ai++];
+    if (!strcmp(mode, "ring")) {
+        int k = ai < argc ? atoi(argv[ai++]) : 4;
+        uint64_t n = ai < argc ? strtoull(argv[ai++], NULL, 10) : 300;
+        size_t size = ai < argc ? strtoul(argv[ai++], NULL, 10) : 1u << 20;
+        return n && size ? ring(k, n, size) : 2;
+    }
     if (ai < argc && !strcmp(argv[ai], "--spin")) {
         spin = 1;
         ai++;
