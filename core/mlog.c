@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/eventlog.h"
 #include "core/metrics.h"
@@ -74,6 +75,12 @@ typedef struct mlog {
     int released;
     uint64_t resent, dets_back, installed;
     uint64_t log_bytes;         /* payload bytes in the sender log now */
+    /* PHX_MLOG_TEST_HOLD_RELEASE=FILE (tests only): the release waits until
+     * FILE exists, polled by hold_timer (comm thread), so a test acts while
+     * a replay is under way by construction. */
+    const char *hold_file;
+    uv_timer_t hold_timer;
+    int hold_timer_on, hold_logged;
 } mlog_t;
 
 /* The /metrics gauges of the logs' current sizes (comm thread). */
@@ -389,6 +396,8 @@ static void kick(mlog_t *g, uint64_t tid)
     phx_node_enqueue_local(g->n, m);
 }
 
+static void on_hold_timer(uv_timer_t *t);
+
 static void try_release(mlog_t *g)
 {
     if (g->released)
@@ -396,6 +405,14 @@ static void try_release(mlog_t *g)
     for (int r = 0; r < g->n->size; r++)
         if (!g->dead[r] && !g->done[r])
             return;
+    if (g->hold_file && access(g->hold_file, F_OK)) {
+        if (!g->hold_logged) {
+            g->hold_logged = 1;
+            phx_evlog("mlog_release_held", "\"tasks\":%d", atomic_load(&g->nrep));
+            uv_timer_start(&g->hold_timer, on_hold_timer, 1, 1);
+        }
+        return;
+    }
     g->released = 1;
     atomic_store(&g->rel, 1);
     int bad = 0;
@@ -441,6 +458,14 @@ static void try_release(mlog_t *g)
                         "would be wrong, ending the job\n", g->n->rank);
         phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
     }
+}
+
+static void on_hold_timer(uv_timer_t *t)
+{
+    mlog_t *g = t->data;
+    if (g->released || !access(g->hold_file, F_OK))
+        uv_timer_stop(t);
+    try_release(g);
 }
 
 static void install(mlog_t *g, const phx_det_t *d)
@@ -613,6 +638,13 @@ static int ml_init(phx_node_t *n, void **out)
         return rc;
     }
     phx_cr_listen(g->cr, ml_listen, g, 1);
+    const char *hf = getenv("PHX_MLOG_TEST_HOLD_RELEASE");
+    if (hf && hf[0] && !g->fast) {
+        g->hold_file = hf;
+        uv_timer_init(&n->loop, &g->hold_timer);
+        g->hold_timer.data = g;
+        g->hold_timer_on = 1;
+    }
     if (!g->fast) {   /* mlog-fast makes no determinants and holds nothing */
         n->hook = hook;
         n->hook_ctx = g;
@@ -842,6 +874,11 @@ static void ml_stop(void *st)
                 (unsigned long long)s.logged, (unsigned long long)s.dets_pb, (unsigned long long)s.pb_bytes);
     for (int i = 0; i < g->n->nworkers; i++)
         phx_detq_close(phx_ml_queue(g->ml, i));   /* workers blocked on a full queue leave */
+    if (g->hold_timer_on) {
+        g->hold_timer_on = 0;
+        uv_timer_stop(&g->hold_timer);
+        uv_close((uv_handle_t *)&g->hold_timer, NULL);
+    }
     CR->stop(g->cr);
 }
 
