@@ -113,6 +113,10 @@ extern const phx_recovery_ops_t phx_recovery_cr;
 enum { PHX_CR_COMMIT = 1, PHX_CR_ROLLBACK = 2, PHX_CR_PARTIAL = 3 };
 typedef void (*phx_cr_listen_fn)(void *arg, int what, uint64_t epoch);
 void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial);
+/* hold = 1: the coordinator starts no checkpoint (one asked for meanwhile
+ * is logged as ckpt_held and begins at hold = 0); comm thread. Message
+ * logging holds them while a partial recovery's replay is under way. */
+void phx_cr_hold(void *st, int hold);
 /* Message logging (core/mlog.c; protocol in ft/mlog/). */
 extern const phx_recovery_ops_t phx_recovery_mlog_causal, phx_recovery_mlog_pessimistic, phx_recovery_mlog_fast;
 
