@@ -156,6 +156,7 @@ typedef struct cr {
     int partial_ok;             /* set by the layered mode */
     int rb_partial;             /* the decided round is partial */
     phx_cr_rolls_fn rolls;      /* team logging: live ranks that roll back too */
+    int ck_hold, ck_deferred;   /* phx_cr_hold; a checkpoint asked for meanwhile */
     /* Termination by quiescence at the cut (ft/ckpt/quiet.h); cut = 0:
      * td=none, the job ends by phx_exit. */
     int cut;
@@ -183,6 +184,18 @@ void phx_cr_partial_rolls(void *st, phx_cr_rolls_fn fn)
 static int rolls_back(const cr_t *c, int r)
 {
     return c->rolls && c->rolls(c->lis_arg, r);
+}
+
+static void begin_checkpoint(cr_t *c);
+
+void phx_cr_hold(void *st, int hold)
+{
+    cr_t *c = st;
+    c->ck_hold = hold;
+    if (!hold && c->ck_deferred) {
+        c->ck_deferred = 0;
+        begin_checkpoint(c);
+    }
 }
 
 enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN };
@@ -615,11 +628,16 @@ static void enc_chain(phx_wenc_t *e, const phx_msg_t *m)
         enc_msg(e, m);
 }
 
+/* Only application messages: a PHX_MK_KICK (message logging's "offer the
+ * held messages again") is no state, and dec_msg refuses it. */
 static void enc_queue(phx_wenc_t *e, struct cds_wfcq_head *h, struct cds_wfcq_tail *t, uint32_t *k)
 {
     struct cds_wfcq_node *qn;
     __cds_wfcq_for_each_blocking(h, t, qn) {
-        enc_msg(e, caa_container_of(qn, phx_msg_t, qn));
+        const phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
+        if (m->kind != PHX_MK_APP && m->kind != PHX_MK_SPAWN)
+            continue;
+        enc_msg(e, m);
         (*k)++;
     }
 }
@@ -991,6 +1009,12 @@ static void begin_checkpoint(cr_t *c)
     if (c->phase != PH_IDLE || coord(c) != c->self || atomic_load(&c->n->stopping))
         return;
     uint64_t e = c->store.committed + 1;
+    if (c->ck_hold) {   /* taken when the layered mode lets go (phx_cr_hold) */
+        if (!c->ck_deferred)
+            phx_evlog("ckpt_held", "\"epoch\":%llu", (unsigned long long)e);
+        c->ck_deferred = 1;
+        return;
+    }
     uint64_t id = (uint64_t)c->ndead << 32 | e;
     int32_t *b = malloc((size_t)c->size * sizeof *b);
     if (!b) {

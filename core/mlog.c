@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/eventlog.h"
 #include "core/metrics.h"
@@ -43,7 +44,7 @@
 
 /* ML_ACKDETS: u16 ack length, the ack, then a det trailer (causal: the
  * batched ack and the dets for one app frame in one control frame). */
-enum { ML_DETS = PHX_CTRL_CR_LAST + 1, ML_ACK, ML_RDETS, ML_RDONE, ML_ACKDETS };
+enum { ML_DETS = PHX_CTRL_CR_LAST + 1, ML_ACK, ML_RDETS, ML_RDONE, ML_ACKDETS, ML_RFIN };
 
 #define QCAP (1u << 16)
 /* Causal: dets owed an ack before one goes without a frame to carry it
@@ -83,9 +84,17 @@ typedef struct mlog {
     _Atomic int left;           /* records still replaying after the release */
     _Atomic int rel;            /* ... and every live rank handed back */
     uint8_t *done;              /* ranks whose hand-back arrived (RDONE) */
+    uint8_t *fin;               /* ranks whose replays all finished (RFIN) */
     int released;
+    int ck_held;                /* cr's checkpoints held until every live rank sent RFIN */
     uint64_t resent, dets_back, installed;
     uint64_t log_bytes;         /* payload bytes in the sender log now */
+    /* PHX_MLOG_TEST_HOLD_RELEASE=FILE (tests only): the release waits until
+     * FILE exists, polled by hold_timer (comm thread), so a test acts while
+     * a replay is under way by construction. */
+    const char *hold_file;
+    uv_timer_t hold_timer;
+    int hold_timer_on, hold_logged;
 } mlog_t;
 
 /* The /metrics gauges of the logs' current sizes (comm thread). */
@@ -361,17 +370,30 @@ static rep_t *rep_make(mlog_t *g, uint64_t tid, uint64_t rsn)
     return r;
 }
 
+static void kick(mlog_t *g, uint64_t tid);
+static void call_rfin(phx_node_t *n, phx_msg_t *m);
+
 /* cr restored task tid here (comm thread, workers paused). st is cr's. */
 static void ml_on_restore(void *st, phx_tid_t tid)
 {
     (void)st;
     phx_node_t *n = phx_node_current;
     mlog_t *g = n ? n->rec_st : NULL;
-    if (!g || g->fast || g->full_rb || g->nfail != 1 || !lost_home(g, tid))
+    if (!g || g->fast)
         return;
-    atomic_store(&g->phase, 1);
     phx_worker_t *w = &n->workers[phx_worker_of(n, tid)];
     uint64_t *tv = phx_map_get(&w->tasks, tid);
+    if (g->full_rb || g->nfail != 1) {
+        /* No replay follows a global rollback: what the checkpoint kept
+         * held back may go now, but nothing would offer it again (the
+         * KICK of a release is not packed). */
+        if (tv && ((phx_task_t *)(uintptr_t)*tv)->held)
+            kick(g, tid);
+        return;
+    }
+    if (!lost_home(g, tid))
+        return;
+    atomic_store(&g->phase, 1);
     if (!tv || !rep_make(g, tid, ((phx_task_t *)(uintptr_t)*tv)->rsn)) {
         PHX_ERROR("mlog", "no replay record for task %#llx: ending the job", (unsigned long long)tid);
         phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
@@ -381,11 +403,21 @@ static void ml_on_restore(void *st, phx_tid_t tid)
 /* Under r->mu, either side: once released, a record that stopped replaying
  * is counted out; the last one ends the phase, so the rest of the job's
  * deliveries skip the lookup and locks below (as under cr). No record can
- * be made after the release: every RDETS precedes its sender's RDONE. */
+ * be made after the release: every RDETS precedes its sender's RDONE.
+ * The comm thread then tells every live rank (RFIN, hold_check). */
 static void end_phase(mlog_t *g)
 {
     atomic_store_explicit(&g->phase, 0, memory_order_release);
     phx_evlog("mlog_replay_done", "\"tasks\":%d", atomic_load(&g->nrep));
+    phx_msg_t *m = phx_msg_alloc(0);
+    if (!m) {   /* cr's checkpoints would stay held for ever */
+        PHX_ERROR("mlog", "out of memory ending a replay: ending the job");
+        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    m->kind = PHX_MK_CALL;
+    m->call = call_rfin;
+    phx_node_enqueue_out(g->n, m);
 }
 
 static void rep_finish(mlog_t *g, rep_t *r)
@@ -436,6 +468,37 @@ static void kick(mlog_t *g, uint64_t tid)
     phx_node_enqueue_local(g->n, m);
 }
 
+/* Comm thread: a checkpoint committed while a replay is under way is no
+ * state to roll back to (the logs and dets the rest of the replay needs go
+ * at its commit, and survivors hold messages the restored tasks have not
+ * sent again yet), so cr's checkpoints wait until every live rank's
+ * replays finished. */
+static void hold_check(mlog_t *g)
+{
+    if (!g->ck_held)
+        return;
+    for (int r = 0; r < g->n->size; r++)
+        if (!g->dead[r] && !g->fin[r])
+            return;
+    g->ck_held = 0;
+    phx_cr_hold(g->cr, 0);
+}
+
+static void call_rfin(phx_node_t *n, phx_msg_t *m)
+{
+    phx_msg_free(m);
+    mlog_t *g = n->rec_st;
+    if (!g || g->fin[n->rank])
+        return;
+    g->fin[n->rank] = 1;
+    for (int r = 0; r < n->size; r++)
+        if (r != n->rank && !g->dead[r])
+            ctl(g, r, ML_RFIN, NULL, 0);
+    hold_check(g);
+}
+
+static void on_hold_timer(uv_timer_t *t);
+
 static void try_release(mlog_t *g)
 {
     if (g->released)
@@ -443,6 +506,14 @@ static void try_release(mlog_t *g)
     for (int r = 0; r < g->n->size; r++)
         if (!g->dead[r] && !g->done[r])
             return;
+    if (g->hold_file && access(g->hold_file, F_OK)) {
+        if (!g->hold_logged) {
+            g->hold_logged = 1;
+            phx_evlog("mlog_release_held", "\"tasks\":%d", atomic_load(&g->nrep));
+            uv_timer_start(&g->hold_timer, on_hold_timer, 1, 1);
+        }
+        return;
+    }
     g->released = 1;
     atomic_store(&g->rel, 1);
     int bad = 0;
@@ -488,6 +559,14 @@ static void try_release(mlog_t *g)
                         "would be wrong, ending the job\n", g->n->rank);
         phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
     }
+}
+
+static void on_hold_timer(uv_timer_t *t)
+{
+    mlog_t *g = t->data;
+    if (g->released || !access(g->hold_file, F_OK))
+        uv_timer_stop(t);
+    try_release(g);
 }
 
 static void install(mlog_t *g, const phx_det_t *d)
@@ -629,8 +708,13 @@ static int team_rollback(mlog_t *g)
 static void partial_handback(mlog_t *g)
 {
     phx_node_t *n = g->n;
-    if (!g->fast && !g->full_rb && g->nfail == 1)
+    if (!g->fast && !g->full_rb && g->nfail == 1) {
         atomic_store(&g->phase, 1);
+        /* Before on_go's re-doubling checkpoint. No RFIN can be in yet:
+         * every rank's replay waits for this node's RDONE, below. */
+        g->ck_held = 1;
+        phx_cr_hold(g->cr, 1);
+    }
     int sz = n->size;
     hb_ctx_t h = { .g = g };
     h.dbuf = calloc((size_t)sz, sizeof *h.dbuf);
@@ -691,11 +775,12 @@ static int ml_init(phx_node_t *n, void **out)
         atomic_store(&g->own_on, g->own != NULL);
     }
     g->done = calloc((size_t)n->size, 1);
+    g->fin = calloc((size_t)n->size, 1);
     phx_ml_cfg_t c = { .rank = n->rank, .n = n->size, .inc = n->inc, .nq = n->nworkers, .qcap = QCAP,
                        .pessimistic = g->pess };
     phx_map_init(&g->rep);
     pthread_rwlock_init(&g->rep_lock, NULL);
-    g->ml = g->dead && g->done && g->rb && (g->team <= 1 || g->own) ? phx_ml_create(&c) : NULL;
+    g->ml = g->dead && g->done && g->fin && g->rb && (g->team <= 1 || g->own) ? phx_ml_create(&c) : NULL;
     int rc = g->ml ? CR->init(n, &g->cr) : PHX_ENOMEM;
     if (rc) {
         phx_ml_destroy(g->ml);
@@ -704,12 +789,20 @@ static int ml_init(phx_node_t *n, void **out)
         free(g->rb);
         free(g->own);
         free(g->done);
+        free(g->fin);
         free(g);
         return rc;
     }
     phx_cr_listen(g->cr, ml_listen, g, 1);
     if (g->team > 1)
         phx_cr_partial_rolls(g->cr, ml_rolls);
+    const char *hf = getenv("PHX_MLOG_TEST_HOLD_RELEASE");
+    if (hf && hf[0] && !g->fast) {
+        g->hold_file = hf;
+        uv_timer_init(&n->loop, &g->hold_timer);
+        g->hold_timer.data = g;
+        g->hold_timer_on = 1;
+    }
     if (!g->fast) {   /* mlog-fast makes no determinants and holds nothing */
         n->hook = hook;
         n->hook_ctx = g;
@@ -815,6 +908,10 @@ static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8
         if (peer >= 0 && peer < g->n->size)
             g->done[peer] = 1;
         try_release(g);
+    } else if (h->tag == ML_RFIN) {
+        if (peer >= 0 && peer < g->n->size)
+            g->fin[peer] = 1;
+        hold_check(g);
     } else if (h->tag == ML_ACK) {
         if (phx_ml_on_ack(g->ml, p, h->len))
             PHX_WARN("mlog", "bad ack from rank %d", peer);
@@ -882,6 +979,10 @@ static int ml_on_failure(void *st, int rank)
     } else
         try_release_if_started(g);   /* a release waits for every live rank's hand-back: one fewer now */
     int rc = CR->on_failure(g->cr, rank);
+    if (g->nfail > 1 && g->ck_held) {   /* after cr left PH_IDLE: nothing begins here */
+        g->ck_held = 0;
+        phx_cr_hold(g->cr, 0);
+    }
     if (g->pess)
         flush(g);   /* a worker may wait on a flush the dead rank never acked */
     return rc;
@@ -957,6 +1058,11 @@ static void ml_stop(void *st)
                 (unsigned long long)s.logged, (unsigned long long)s.dets_pb, (unsigned long long)s.pb_bytes);
     for (int i = 0; i < g->n->nworkers; i++)
         phx_detq_close(phx_ml_queue(g->ml, i));   /* workers blocked on a full queue leave */
+    if (g->hold_timer_on) {
+        g->hold_timer_on = 0;
+        uv_timer_stop(&g->hold_timer);
+        uv_close((uv_handle_t *)&g->hold_timer, NULL);
+    }
     CR->stop(g->cr);
 }
 
@@ -979,6 +1085,7 @@ static void ml_destroy(void *st)
     free(g->own);
     phx_team_relog_clear(&g->relog);
     free(g->rb);
+    free(g->fin);
     CR->destroy(g->cr);
     phx_ml_destroy(g->ml);
     free(g->dead);

@@ -118,6 +118,10 @@ void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial);
  * is partial only while some live rank does not. */
 typedef int (*phx_cr_rolls_fn)(void *arg, int rank);
 void phx_cr_partial_rolls(void *st, phx_cr_rolls_fn fn);
+/* hold = 1: the coordinator starts no checkpoint (one asked for meanwhile
+ * is logged as ckpt_held and begins at hold = 0); comm thread. Message
+ * logging holds them while a partial recovery's replay is under way. */
+void phx_cr_hold(void *st, int hold);
 /* Message logging (core/mlog.c; protocol in ft/mlog/). */
 extern const phx_recovery_ops_t phx_recovery_mlog_causal, phx_recovery_mlog_pessimistic, phx_recovery_mlog_fast,
     phx_recovery_mlog_team;
