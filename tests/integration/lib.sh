@@ -35,7 +35,8 @@ PASS=0; FAIL=0; PIDS=""
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/phx-it.XXXXXX")
 cleanup() {
     for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
-    rm -rf "$TMP"
+    # PHX_IT_KEEP=1 keeps the event logs and outputs of a failing run.
+    if [ -n "${PHX_IT_KEEP:-}" ] && [ "$FAIL" != 0 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
     # port_base runs in $(...): find this test's reservations by pid
     for r in "${TMPDIR:-/tmp}"/phx-ports/*/pid; do
         [ "$(cat "$r" 2>/dev/null)" = $$ ] && rm -rf "${r%/pid}"
