@@ -385,10 +385,18 @@ static int pin_keep(void *ctx, void *blob)
     return 0;
 }
 
+/* Bytes queued at the transport for the peer, not yet written, beyond
+ * which no more chunks are queued. A chunk is read twice there (its
+ * checksum when queued, the kernel's copy when written): queued just ahead
+ * of its write, the second read finds it in cache. A transfer with nothing
+ * in flight always queues one, so its ack pumps again. */
+#define AHEAD (2 * CHUNK)
+
 static void bulk_pump(cr_t *c, bulk_t *t)
 {
     size_t cs = chunk_size(c);
-    while (t->off < t->total && t->off - t->acked < WINDOW) {
+    while (t->off < t->total && t->off - t->acked < WINDOW &&
+           (t->off == t->acked || phx_net_queued(c->n->net, t->peer) < AHEAD)) {
         size_t k = t->total - t->off < cs ? t->total - t->off : cs;
         uint8_t pre[CHUNK_HDR];
         pre[0] = (uint8_t)t->kind;
