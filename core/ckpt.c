@@ -398,10 +398,18 @@ static int pin_keep(void *ctx, void *blob)
     return 0;
 }
 
+/* Bytes queued at the transport for the peer, not yet written, beyond
+ * which no more chunks are queued. A chunk is read twice there (its
+ * checksum when queued, the kernel's copy when written): queued just ahead
+ * of its write, the second read finds it in cache. A transfer with nothing
+ * in flight always queues one, so its ack pumps again. */
+#define AHEAD (2 * CHUNK)
+
 static void bulk_pump(cr_t *c, bulk_t *t)
 {
     size_t cs = chunk_size(c);
-    while (t->off < t->total && t->off - t->acked < WINDOW) {
+    while (t->off < t->total && t->off - t->acked < WINDOW &&
+           (t->off == t->acked || phx_net_queued(c->n->net, t->peer) < AHEAD)) {
         size_t k = t->total - t->off < cs ? t->total - t->off : cs;
         uint8_t pre[CHUNK_HDR];
         pre[0] = (uint8_t)t->kind;
@@ -682,12 +690,12 @@ static uint32_t total_len(const phx_node_t *n, size_t off)
 }
 
 /* Runs one section of the blob; when the buffer is too small, grows it
- * (realloc keeps what is encoded: no page is written twice) and runs that
- * section again, so a first large checkpoint re-encodes one task at most
- * per doubling. */
+ * (realloc keeps what is encoded: no page is written twice) to twice its
+ * size or to want bytes, whichever is more, and runs that section again,
+ * so a first large checkpoint re-encodes one task at most per growth. */
 typedef void (*enc_fn)(cr_t *c, phx_wenc_t *e, const void *arg);
 
-static int enc_grow(cr_t *c, phx_wenc_t *e, enc_fn f, const void *arg)
+static int enc_grow(cr_t *c, phx_wenc_t *e, enc_fn f, const void *arg, size_t want)
 {
     size_t pos = (size_t)(e->p - e->start);
     for (;;) {
@@ -695,6 +703,8 @@ static int enc_grow(cr_t *c, phx_wenc_t *e, enc_fn f, const void *arg)
         if (e->err != PHX_ENOSPC)
             return e->err;
         size_t cap = 2 * (size_t)(e->end - e->start);
+        if (cap < want)
+            cap = want;
         uint8_t *b = realloc(e->start, cap);
         if (!b)
             return PHX_ENOMEM;
@@ -759,18 +769,26 @@ static int encode_node(cr_t *c, phx_wenc_t *e)
     phx_wenc_u32(e, BLOB_MAGIC);
     phx_wenc_u32(e, (uint32_t)c->self);
     phx_wenc_u32(e, atomic_load(&n->next_seq));
-    phx_wenc_u32(e, total_len(n, offsetof(phx_worker_t, tasks)));
+    uint32_t nt = total_len(n, offsetof(phx_worker_t, tasks)), done = 0;
+    phx_wenc_u32(e, nt);
     int rc = e->err;
     for (int i = 0; i < n->nworkers && !rc; i++) {
         phx_map_t *m = &n->workers[i].tasks;
         for (size_t k = 0; k < m->cap && !rc; k++)
-            if (m->keys[k])
-                rc = enc_grow(c, e, sec_task, (const phx_task_t *)(uintptr_t)m->vals[k]);
+            if (m->keys[k]) {
+                /* A first checkpoint has no earlier size to go by: doubling
+                 * from 64 KiB copied and faulted in about twice the blob
+                 * again (the buffers it outgrew). The tasks encoded so far
+                 * extrapolate the whole, with the snapshot's margin. */
+                size_t at = (size_t)(e->p - e->start), want = done ? at / done * nt : 0;
+                rc = enc_grow(c, e, sec_task, (const phx_task_t *)(uintptr_t)m->vals[k], want + want / 4 + (1 << 16));
+                done++;
+            }
     }
     if (!rc)
-        rc = enc_grow(c, e, sec_queued, NULL);
+        rc = enc_grow(c, e, sec_queued, NULL, 0);
     if (!rc)
-        rc = enc_grow(c, e, sec_gone, NULL);
+        rc = enc_grow(c, e, sec_gone, NULL, 0);
     /* Held-back messages wait for a gap to fill: work still to do. */
     for (int i = 0; i < n->nworkers; i++) {
         phx_map_t *m = &n->workers[i].tasks;

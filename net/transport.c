@@ -75,6 +75,12 @@ typedef struct conn {
         size_t need, got;
         uint32_t crc;
         void *tok;
+        /* The stream is at the start of a frame that follows a large one
+         * (a claim ended, or a read ended with a large frame): the next
+         * read takes only the header and PHX_NET_ZC_HEAD payload bytes, so
+         * a large frame behind it is claimed before any of it lands in
+         * rbuf (a full read would bring in whole chunks, to be copied). */
+        int edge;
     } zc;
 } conn_t;
 
@@ -818,6 +824,8 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
         return;
     }
     *b = uv_buf_init((char *)c->rbuf.data + c->rbuf.len, (unsigned)(c->rbuf.cap - c->rbuf.len));
+    if (c->zc.edge && c->rbuf.len < PHX_FRAME_HDR + PHX_NET_ZC_HEAD)
+        b->len = PHX_FRAME_HDR + PHX_NET_ZC_HEAD - c->rbuf.len;
     if (c->net->read_max && b->len > c->net->read_max)
         b->len = c->net->read_max;
 }
@@ -850,6 +858,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         }
         phx_frame_hdr_t h;
         phx_frame_decode(c->zc.hdr, PHX_FRAME_HDR, UINT32_MAX, &h, NULL);
+        c->zc.edge = 1;   /* the claim's reads took exactly the frame */
         int rc = handle_frame(c, &h, c->zc.hdr + PHX_FRAME_HDR);
         claim_end(c, 0);   /* not delivered (duplicate, stale): the consumer lets go */
         if (rc == 0 && n->cb.on_read_end)
@@ -857,8 +866,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         return;
     }
     c->rbuf.len += (size_t)nread;
+    if (c->rbuf.len >= PHX_FRAME_HDR + PHX_NET_ZC_HEAD)
+        c->zc.edge = 0;
     size_t off = 0;
     uint32_t max = (uint32_t)(n->cfg->max_frame > PHX_FRAME_LEN_HARDMAX ? PHX_FRAME_LEN_HARDMAX : n->cfg->max_frame);
+    uint32_t last = 0;   /* payload length of the last whole frame of this read */
     while (off < c->rbuf.len) {
         phx_frame_hdr_t h;
         const char *why;
@@ -895,7 +907,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
             return;
         }
         off += (size_t)r;
+        last = h.len;
     }
+    if (off == c->rbuf.len && last >= n->zc_min)
+        c->zc.edge = 1;
     if (n->cb.on_read_end)
         n->cb.on_read_end(n->cb.ctx);
     if (off) {

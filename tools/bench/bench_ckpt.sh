@@ -7,7 +7,8 @@
 #     the same run (the limit is the slower), and against the ring limit:
 #     4 raw-TCP processes each sending to the next at once (rawtcp ring),
 #     the checkpoint's own traffic pattern on the same cores. BASE=OTHER_BUILD_DIR runs that
-#     build's jacobi in the same rounds, interleaved (before/after).
+#     build's jacobi in the same rounds, interleaved (before/after), and
+#     in the CPU per GB figure too.
 #  2. Restart time of one kill on 8 nodes, split from the event logs into
 #     detection (kill -> last survivor's notice), agreement (-> first
 #     rollback), state transfer (-> last restore) and re-execution (-> the
@@ -99,7 +100,9 @@ fi
 # without, per GB checkpointed (4 nodes x 32 MiB, 7 more checkpoints).
 n=$(python3 -c "import math; print(int(math.sqrt(32 * 4 * 1048576 / 8)))")
 for _ in $(seq "$REPS"); do
-    python3 - "$B" "$n" <<'EOF'
+    for b in $builds; do
+    printf '%s ' "$b"
+    python3 - "$b" "$n" <<'EOF'
 import resource, subprocess, sys
 b, n = sys.argv[1], int(sys.argv[2])
 def cpu(c):
@@ -110,8 +113,27 @@ def cpu(c):
     return r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
 print((cpu(1) - cpu(0)) / (7 * n * n * 8 / 1e9))
 EOF
+    done
 done >"$T/cpu"
-printf '\nCPU per GB checkpointed (32 MiB per node, median): %.2f s/GB\n' "$(median <"$T/cpu")"
+# The floor: raw TCP's CPU per GB moved (a pair, and the ring of 4).
+for _ in $(seq "$REPS"); do
+    python3 - "$B" <<'EOF'
+import resource, subprocess, sys
+def cpu(args, gb):
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.argv[1] + "/rawtcp"] + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) / gb
+print(cpu(["bw", "1000"], 1000 * 1048576 / 1e9), cpu(["ring", "4", "250"], 4 * 250 * 1048576 / 1e9))
+EOF
+done >"$T/rawcpu"
+printf '\nraw TCP CPU per GB moved (median): pair %.2f s/GB, ring of 4 %.2f s/GB\n' \
+    "$(awk '{ print $1 }' "$T/rawcpu" | median)" "$(awk '{ print $2 }' "$T/rawcpu" | median)"
+for b in $builds; do
+    name=this; [ "$b" = "$B" ] || name=base
+    printf '\nCPU per GB checkpointed (32 MiB per node, median, %s): %.2f s/GB\n' "$name" \
+        "$(awk -v b="$b" '$1 == b { print $2 }' "$T/cpu" | median)"
+done
 
 fi
 
