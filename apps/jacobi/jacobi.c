@@ -428,10 +428,13 @@ static int blk_unpack(void *st, const void *buf, size_t len)
 /* ---- main task ----------------------------------------------------------- */
 
 /* Residuals of iterations done..done+W-1 are kept: a block can only run
- * ahead of the slowest by the grid's block diameter. */
+ * ahead of the slowest by the grid's block diameter. Under -T (mlog-fast)
+ * a restored main task is the exception: survivors' blocks kept going, and
+ * their logged residuals come back in any order, so those beyond the window
+ * wait in `late` (packed with the rest) until it reaches them. */
 typedef struct mst {
     params_t p;
-    int nb, win, done, nfinal;
+    int nb, win, done, nfinal, nlate;
     int ckpt_due, end_held;     /* waiting for the gate (-H, -g) */
     uint64_t sum;
     uint64_t t0;
@@ -439,7 +442,8 @@ typedef struct mst {
     phx_tid_t *blk;             /* nb */
     int *cnt;                   /* win */
     double *res;                /* win x nb */
-    phx_tagbox_t *box;          /* -T: duplicates dropped (packed after res) */
+    res_msg_t *late;            /* nlate, beyond the window (-T) */
+    phx_tagbox_t *box;          /* -T: duplicates dropped (packed after late) */
 } mst_t;
 
 static int main_alloc(mst_t *s)
@@ -447,9 +451,10 @@ static int main_alloc(mst_t *s)
     s->blk = calloc((size_t)s->nb, sizeof *s->blk);
     s->cnt = calloc((size_t)s->win, sizeof *s->cnt);
     s->res = calloc((size_t)s->win * (size_t)s->nb, sizeof *s->res);
+    s->late = s->nlate ? malloc((size_t)s->nlate * sizeof *s->late) : NULL;
     if (TAGGED && !(s->box = phx_tagbox_new()))
         return PHX_ENOMEM;
-    return s->blk && s->cnt && s->res ? 0 : PHX_ENOMEM;
+    return s->blk && s->cnt && s->res && (s->late || !s->nlate) ? 0 : PHX_ENOMEM;
 }
 
 static void main_fini(void *st)
@@ -458,6 +463,7 @@ static void main_fini(void *st)
     free(s->blk);
     free(s->cnt);
     free(s->res);
+    free(s->late);
     phx_tagbox_free(s->box);
 }
 
@@ -538,6 +544,17 @@ static void main_res(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_
         return;
     }
     memcpy(&r, m, sizeof r);
+    if (TAGGED && r.it >= s->done + s->win && r.it < s->p.iters && r.idx >= 0 && r.idx < s->nb) {
+        res_msg_t *l = realloc(s->late, (size_t)(s->nlate + 1) * sizeof *l);
+        if (!l) {
+            fprintf(stderr, "jacobi: out of memory keeping a residual\n");
+            phx_exit(c, 1);
+            return;
+        }
+        s->late = l;
+        s->late[s->nlate++] = r;
+        return;
+    }
     if (r.it < s->done || r.it >= s->done + s->win || r.idx < 0 || r.idx >= s->nb) {
         fprintf(stderr, "jacobi: residual of iteration %d outside the window\n", r.it);
         phx_exit(c, 1);
@@ -554,6 +571,13 @@ static void main_res(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_
         s->cnt[slot] = 0;
         s->last_res = sqrt(sum);
         s->done++;
+        /* The window moved on by one: the late residuals it now covers. */
+        for (int k = 0; k < s->nlate; k++)
+            if (s->late[k].it == s->done + s->win - 1) {
+                s->res[(size_t)slot * (size_t)s->nb + (size_t)s->late[k].idx] = s->late[k].res;
+                s->cnt[slot]++;
+                s->late[k--] = s->late[--s->nlate];
+            }
         phx_evlog("jacobi_iter", "\"iter\":%d", s->done);
         if (s->done == s->p.hold)
             phx_evlog("jacobi_hold", "\"iter\":%d", s->done);
@@ -624,7 +648,8 @@ static void main_final(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, siz
 static size_t main_size(const mst_t *s)
 {
     return MST_HDR + (size_t)s->nb * sizeof(phx_tid_t) + (size_t)s->win * sizeof(int) +
-           (size_t)s->win * (size_t)s->nb * sizeof(double) + (s->box ? phx_tagbox_size(s->box) : 0);
+           (size_t)s->win * (size_t)s->nb * sizeof(double) + (size_t)s->nlate * sizeof(res_msg_t) +
+           (s->box ? phx_tagbox_size(s->box) : 0);
 }
 
 static int main_pack(const void *st, void *buf, size_t cap)
@@ -642,6 +667,9 @@ static int main_pack(const void *st, void *buf, size_t cap)
     o += (size_t)s->win * sizeof *s->cnt;
     memcpy(o, s->res, (size_t)s->win * (size_t)s->nb * sizeof *s->res);
     o += (size_t)s->win * (size_t)s->nb * sizeof *s->res;
+    if (s->nlate)
+        memcpy(o, s->late, (size_t)s->nlate * sizeof *s->late);
+    o += (size_t)s->nlate * sizeof *s->late;
     if (s->box && phx_tagbox_pack(s->box, o, need - (size_t)(o - (uint8_t *)buf)) < 0)
         return PHX_EPROTO;
     return (int)need;
@@ -654,7 +682,8 @@ static int main_unpack(void *st, const void *buf, size_t len)
         return PHX_EPROTO;
     memcpy(s, buf, MST_HDR);
     s->box = NULL;
-    if (s->nb <= 0 || s->win <= 0 || main_size(s) > len || (!TAGGED && main_size(s) != len))
+    s->late = NULL;
+    if (s->nb <= 0 || s->win <= 0 || s->nlate < 0 || main_size(s) > len || (!TAGGED && main_size(s) != len))
         return PHX_EPROTO;
     if (main_alloc(s))
         return PHX_ENOMEM;
@@ -665,6 +694,9 @@ static int main_unpack(void *st, const void *buf, size_t len)
     i += (size_t)s->win * sizeof *s->cnt;
     memcpy(s->res, i, (size_t)s->win * (size_t)s->nb * sizeof *s->res);
     i += (size_t)s->win * (size_t)s->nb * sizeof *s->res;
+    if (s->nlate)
+        memcpy(s->late, i, (size_t)s->nlate * sizeof *s->late);
+    i += (size_t)s->nlate * sizeof *s->late;
     return TAGGED ? phx_tagbox_unpack(s->box, i, len - (size_t)(i - (const uint8_t *)buf)) : 0;
 }
 
