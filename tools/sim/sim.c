@@ -86,6 +86,7 @@ typedef struct node {
     uint8_t crashed, fenced, td_declared, td_active;
     uint32_t depth;      /* longest causal chain of ERA messages seen (rounds; one agreement) */
     uint32_t sent[EV_NKIND], sent_bcast;
+    uint32_t era_type[3];   /* ERA sends by wire type (UP, DECIDE, REVOKE): core/agree.c's era_stats */
     uint64_t era_decided_at;
     int era_ndecided;
     uint64_t era_value;
@@ -1195,6 +1196,9 @@ static int known_dead(const node_t *x, int r) { return x->hb && phx_ft_hb_is_dea
 static int cb_era_send(void *ctx, int dst, const void *buf, size_t len)
 {
     int src = (int)(intptr_t)ctx;
+    uint8_t type = len > 5 ? ((const uint8_t *)buf)[5] : 0;   /* ft/era/era.c's wire header */
+    if (!S.nd[src].crashed && type >= 1 && type <= 3)
+        S.nd[src].era_type[type - 1]++;
     net_send(src, dst, EV_ERA, 0, buf, len, S.nd[src].depth + 1);
     return 0;
 }
@@ -1950,16 +1954,26 @@ static void report(long rss0)
                (double)S.hb_bytes / n, sum.bcast_started, sum.bcast_compact, sum.bcast_pull,
                sum.bcast_bypass, ms(det), ms(notif), unnotified, dead_ok, dead_exact);
     }
+    /* By type, over every node and over the survivors only (a SIGKILLed
+     * runtime node logs no era_stats). */
+    uint64_t et[2][3] = { { 0 } };
+    for (int i = 0; S.c.era_k && i < n; i++)
+        for (int t = 0; t < 3; t++) {
+            et[0][t] += S.nd[i].era_type[t];
+            if (!S.nd[i].crashed)
+                et[1][t] += S.nd[i].era_type[t];
+        }
     if (S.c.era_k)
         printf(",\"era\":{\"k\":%d,\"msgs\":%" PRIu64 ",\"msgs_per_node\":%.3f,\"latency_us\":%.3f,"
                "\"depth\":%d,\"undecided\":%d,\"agree\":%d,\"after_notice_us\":%.3f,"
-               "\"shrunk_size\":%d}",
+               "\"shrunk_size\":%d,\"up\":%" PRIu64 ",\"decide\":%" PRIu64 ",\"revoke\":%" PRIu64
+               ",\"survivors\":{\"up\":%" PRIu64 ",\"decide\":%" PRIu64 ",\"revoke\":%" PRIu64 "}}",
                S.c.era_k, S.msgs[EV_ERA], (double)S.msgs[EV_ERA] / n / S.c.era_k,
                era_last > era_first_start ? (double)(era_last - era_first_start - (uint64_t)(S.c.era_k - 1) * S.c.delta * 10) / US : 0.0,
                S.era_depth, era_undecided, era_ok,
                /* the repair: last decision after the last failure notice */
                era_last > last_known ? (double)(era_last - last_known) / US : 0.0,
-               S.shrunk_size);
+               S.shrunk_size, et[0][0], et[0][1], et[0][2], et[1][0], et[1][1], et[1][2]);
     int cr_unfinished = 0;
     if (S.c.cr) {
         uint64_t go = 0;
