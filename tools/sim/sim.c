@@ -46,6 +46,7 @@
 #define MAX_CRASH_ON 8
 
 #define EV_BCASTMSG 100   /* crash-point kind: BCASTMSG copies sent (a subset of EV_HB) */
+#define EV_DECIDED 101    /* crash-point kind: ERA decisions learnt (core/agree.c's DIE_DECIDED) */
 
 enum kind { EV_HB, EV_ERA, EV_TDC, EV_APP, EV_TIMER, EV_CRASH, EV_HINT, EV_ERA_START, EV_BC, EV_WAKE,
             EV_CR, EV_ML, EV_NKIND };
@@ -1215,6 +1216,9 @@ static void cb_era_decided(void *ctx, uint64_t gid, uint64_t aid, const phx_ft_e
     x->era_value = v->w[0];
     if ((int)x->depth > S.era_depth)
         S.era_depth = (int)x->depth;
+    /* After the era sent what the decision makes it send, as the runtime's
+     * kill in its decided callback. */
+    crash_point((int)(intptr_t)ctx, EV_DECIDED, (uint32_t)x->era_ndecided);
 }
 
 /* A shrink's outcome as a value: survivors agree iff id and size agree. */
@@ -1683,6 +1687,7 @@ static void usage(void)
             "  failures: --crash=R@MS --crash-random=F@MS --crash-adjacent=F@MS --crash-host=H@MS\n"
             "            --crash-on=R:hb|bcast|era|td:K (after R's K-th message of that protocol,\n"
             "                          or BCASTMSG copy; R = -1: the first rank to get there)\n"
+            "            --crash-on=R:decided:K (on R's K-th ERA decision, once the era sent)\n"
             "            --partition=FRAC@MS:MS (ranks below FRAC*n cut off from the rest)\n"
             "  agreement: --era=K (K agreements, first at --era-at-ms, 10*delta apart)\n"
             "             --shrink=1 (each one a shrink of the world group)\n"
@@ -1816,7 +1821,7 @@ static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
             if (c->ncon == MAX_CRASH_ON || sscanf(v, "%d:%15[a-z]:%u", &o->rank, kind, &o->k) != 3 || !o->k)
                 usage();
             o->kind = !strcmp(kind, "hb") ? EV_HB : !strcmp(kind, "bcast") ? EV_BCASTMSG
-                    : !strcmp(kind, "era") ? EV_ERA : EV_TDC;
+                    : !strcmp(kind, "era") ? EV_ERA : !strcmp(kind, "decided") ? EV_DECIDED : EV_TDC;
             c->ncon++;
         } else if (!strncmp(a, "crash", 5)) {
             char *at = strchr(v, '@');

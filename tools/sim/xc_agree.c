@@ -1,9 +1,10 @@
 /* xc_agree: K world agreements per rank, for cross_check.py (issue 15).
  *
- * Usage: xc_agree K [RANK:AID]
+ * Usage: xc_agree K [RANK:AID[:sent]]
  *   K         agreements (MIN of a rank-derived value, as phx-sim --era=K)
- *   RANK:AID  rank RANK dies (SIGKILL) right after its first message of
- *             world agreement AID left (phx_agree_debug_die, "sent")
+ *   RANK:AID  rank RANK dies (SIGKILL) on learning the decision of world
+ *             agreement AID (0-based; phx_agree_debug_die, "decided"), or
+ *             with ":sent" right after its first message of AID left
  *
  * Unlike apps/agree, the job ends by termination detection, not by
  * phx_exit: a node's agreement returns only after its era forwarded the
@@ -54,14 +55,16 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
 
 int main(int argc, char **argv)
 {
-    int narg = 0, die_rank = -1, die_aid = -1;
+    int narg = 0, die_rank = -1, die_aid = -1, point = PHX_AGREE_DIE_DECIDED;
+    char phase[8] = "";
     const char *pos[2] = { NULL, NULL };
     for (int i = 1; i < argc; i++)
         if (strncmp(argv[i], "--phx-", 6) && narg < 2)
             pos[narg++] = argv[i];
     if (!pos[0] || (K = atoi(pos[0])) < 1 ||
-        (pos[1] && sscanf(pos[1], "%d:%d", &die_rank, &die_aid) != 2)) {
-        fprintf(stderr, "usage: xc_agree K [RANK:AID]\n");
+        (pos[1] && sscanf(pos[1], "%d:%d:%7s", &die_rank, &die_aid, phase) < 2) ||
+        (phase[0] && strcmp(phase, "sent"))) {
+        fprintf(stderr, "usage: xc_agree K [RANK:AID[:sent]]\n");
         return 2;
     }
     int rc = phx_on_failure(on_failure, NULL);
@@ -70,8 +73,10 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *rs = getenv("PHX_RANK");
+    if (phase[0])
+        point = PHX_AGREE_DIE_SENT;
     if (die_rank >= 0 && rs && atoi(rs) == die_rank &&
-        (rc = phx_agree_debug_die((uint64_t)die_aid, PHX_AGREE_DIE_SENT))) {
+        (rc = phx_agree_debug_die((uint64_t)die_aid, point))) {
         fprintf(stderr, "xc_agree: cannot arm the kill: %s\n", phx_strerror(rc));
         return 1;
     }
