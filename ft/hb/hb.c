@@ -1111,4 +1111,9 @@ int phx_ft_hb_accept(const phx_ft_hb_t *hb, int r, uint32_t inc)
     return !inc_get(hb, r, &known) || inc >= known;
 }
 
-void phx_ft_hb_get_stats(const phx_ft_hb_t *hb, phx_ft_hb_stats_t *out) { *out = hb->st; }
+void phx_ft_hb_get_stats(const phx_ft_hb_t *hb, phx_ft_hb_stats_t *out)
+{
+    *out = hb->st;
+    out->state_bytes = sizeof *hb + ((size_t)hb->n + 63) / 64 * 8 +
+                       (size_t)hb->dead_cap * (hb->dl_wide ? 4 : 2) + (size_t)hb->incs_cap * sizeof *hb->incs;
+}

@@ -2098,17 +2098,20 @@ static void report(long rss0)
             sum.bcast_compact += st.bcast_compact;
             sum.bcast_pull += st.bcast_pull;
             sum.bcast_bypass += st.bcast_bypass;
+            sum.state_bytes += st.state_bytes;   /* grows only: the end is the peak */
         }
         printf(",\"hb\":{\"heartbeat\":%" PRIu64 ",\"newobserver\":%" PRIu64 ",\"bcast\":%" PRIu64
                ",\"you_are_dead\":%" PRIu64 ",\"dset\":%" PRIu64 ",\"bcast_per_node\":%.3f,"
                "\"bytes_per_node\":%.0f,\"bcasts\":%" PRIu64 ",\"compact\":%" PRIu64
                ",\"pull\":%" PRIu64 ",\"bypass\":%" PRIu64 ",\"detect_ms\":%.3f,"
-               "\"notify_ms\":%.3f,\"unnotified\":%d,\"deadset_agree\":%d,\"deadset_exact\":%d}",
+               "\"notify_ms\":%.3f,\"unnotified\":%d,\"deadset_agree\":%d,\"deadset_exact\":%d,"
+               "\"state_per_node\":%.0f}",
                S.hb_sent[PHX_FT_HB_HEARTBEAT], S.hb_sent[PHX_FT_HB_NEWOBSERVER],
                S.hb_sent[PHX_FT_HB_BCASTMSG], S.hb_sent[PHX_FT_HB_YOU_ARE_DEAD],
                S.hb_sent[PHX_FT_HB_DSET], (double)S.hb_sent[PHX_FT_HB_BCASTMSG] / n,
                (double)S.hb_bytes / n, sum.bcast_started, sum.bcast_compact, sum.bcast_pull,
-               sum.bcast_bypass, ms(det), ms(notif), unnotified, dead_ok, dead_exact);
+               sum.bcast_bypass, ms(det), ms(notif), unnotified, dead_ok, dead_exact,
+               (double)sum.state_bytes / n);
     }
     /* By type, over every node and over the survivors only (a SIGKILLed
      * runtime node logs no era_stats). */
