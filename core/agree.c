@@ -15,6 +15,7 @@
  * needs, so never the urgent lane); the frame tag says whose payload it is:
  * TAG_ERA for the era's own messages, TAG_AR for the allreduce below. */
 #include "core/agree.h"
+#include "core/eventlog.h"
 #include "core/metrics.h"
 
 #include <linux/futex.h>
@@ -105,6 +106,11 @@ struct phx_agree {
      * start). An agreement acknowledges the failures it reports. */
     phx_ft_rankset_t acked;
     agree_req_t *waiters;
+    /* ERA messages the era handed to era_send_cb, by wire type (0: unknown,
+     * 1 UP, 2 DECIDE, 3 REVOKE), and those the transport refused: comm
+     * thread; read by phx_agree_free once it has stopped. For the event log
+     * (era_stats), which tools/sim/cross_check.py compares with phx-sim. */
+    uint64_t era_sent[4], era_unsent;
     /* fault injection (phx_agree_debug_die) */
     uv_idle_t die_idle;
     int die_idle_init, die_armed, die_ticks;
@@ -324,6 +330,9 @@ static int era_send_cb(void *ctx, int dst, const void *buf, size_t len)
     phx_frame_hdr_t h = { .type = PHX_FT_ERA, .tag = TAG_ERA, .src = (uint64_t)a->n->rank,
                           .dst = (uint64_t)dst };
     int rc = phx_net_send(a->n->net, dst, &h, NULL, 0, buf, len, 0);
+    uint8_t type = len > 5 ? ((const uint8_t *)buf)[5] : 0;
+    a->era_sent[type < 4 ? type : 0]++;
+    a->era_unsent += rc != 0;
     /* A closed peer is dead or about to be declared so; its notice repairs
      * the tree (era.h: the message counts as sent). Returning the error
      * would abort the local call while the agreement goes on. */
@@ -774,6 +783,13 @@ void phx_agree_free(phx_node_t *n)
     phx_agree_t *a = n->agree;
     if (!a)
         return;
+    /* Counted as ERA sees them (a refused send counts as sent, era.h), so a
+     * simulator driving the same era counts the same. */
+    if (a->era)
+        phx_evlog("era_stats", "\"up\":%llu,\"decide\":%llu,\"revoke\":%llu,\"other\":%llu,\"unsent\":%llu",
+                  (unsigned long long)a->era_sent[1], (unsigned long long)a->era_sent[2],
+                  (unsigned long long)a->era_sent[3], (unsigned long long)a->era_sent[0],
+                  (unsigned long long)a->era_unsent);
     while (a->ars) {
         ar_inst_t *x = a->ars;
         a->ars = x->next;

@@ -94,7 +94,13 @@ struct phx_ft_hb {
     uint64_t last_call, stall_end, stall_len;
 
     uint64_t *dead;             /* bitset */
-    int *dead_list, ndead, dead_cap;
+    /* D in join order (phx_ft_hb_dead_list, a compact copy's tail): u16
+     * entries up to 65,536 ranks, u32 past. Under n/2 failures this list is
+     * most of an instance (2n bytes, not 4n), which a simulator holding
+     * every node of a 64k job pays n times; nothing on the heartbeat path
+     * reads it. */
+    void *dead_list;
+    int ndead, dead_cap, dl_wide;
     uint64_t digest;            /* XOR of mix(r) over D: order-free set hash */
 
     /* Newest incarnation per rank heard from: open addressing, key rank+1
@@ -406,6 +412,11 @@ static int inc_get(const phx_ft_hb_t *hb, int r, uint32_t *inc)
     return e->key != 0;
 }
 
+static int dl_get(const phx_ft_hb_t *hb, int i)
+{
+    return hb->dl_wide ? (int)((const uint32_t *)hb->dead_list)[i] : ((const uint16_t *)hb->dead_list)[i];
+}
+
 static int is_dead(const phx_ft_hb_t *hb, int r)
 {
     return (hb->dead[r >> 6] >> (r & 63)) & 1;
@@ -449,6 +460,7 @@ int phx_ft_hb_create(const phx_ft_hb_cfg_t *cfg, const phx_ft_hb_env_t *env, phx
     hb->buf = hb->sh->buf;
     hb->hops = hb->sh->hops;
     hb->hops_cap = hb->sh->hops_cap;
+    hb->dl_wide = n > 65536;
     hb->dead = calloc(((size_t)n + 63) / 64, sizeof(uint64_t));
     hb->incs_cap = 16;
     hb->incs = calloc(hb->incs_cap, sizeof(*hb->incs));
@@ -534,7 +546,7 @@ static void add_dead_quiet(phx_ft_hb_t *hb, int r)
 {
     if (hb->ndead == hb->dead_cap) {
         int cap = hb->dead_cap ? 2 * hb->dead_cap : 16;
-        int *l = realloc(hb->dead_list, sizeof(int) * (size_t)cap);
+        void *l = realloc(hb->dead_list, (hb->dl_wide ? 4 : 2) * (size_t)cap);
         if (!l) {
             /* D may not lose a member nor the callers a way to say so: a
              * detector that forgets a death is worse than none. */
@@ -545,7 +557,10 @@ static void add_dead_quiet(phx_ft_hb_t *hb, int r)
         hb->dead_cap = cap;
     }
     hb->dead[r >> 6] |= 1ull << (r & 63);
-    hb->dead_list[hb->ndead++] = r;
+    if (hb->dl_wide)
+        ((uint32_t *)hb->dead_list)[hb->ndead++] = (uint32_t)r;
+    else
+        ((uint16_t *)hb->dead_list)[hb->ndead++] = (uint16_t)r;
     hb->digest ^= mix((uint64_t)r);
 }
 
@@ -758,8 +773,8 @@ static void start_bcast(phx_ft_hb_t *hb, int dead)
     int compact = hb->list_max < 0 || nd > (uint32_t)hb->list_max;
     if (compact)
         nl = nd < TAIL_MAX ? nd : TAIL_MAX;
-    if (nl)   /* dead_list is NULL until the first death */
-        memcpy(hb->own, hb->dead_list + (nd - nl), sizeof(int) * nl);
+    for (uint32_t i = 0; i < nl; i++)
+        hb->own[i] = dl_get(hb, (int)(nd - nl + i));
     qsort(hb->own, nl, sizeof(int), cmp_int);
     uint32_t seq = ++hb->bseq;
     int rc = compact ? topo_for(hb, hb->me, 0, NULL) : topo_for(hb, hb->me, nd, hb->own);
@@ -891,10 +906,10 @@ static int bcast_check(phx_ft_hb_t *hb, const struct wire *w, int *me_dead)
  * spreads around the live ring whatever number of broadcast copies died. */
 static void send_dset(phx_ft_hb_t *hb, int dst, unsigned flags)
 {
-    uint32_t nd = (uint32_t)hb->ndead;
-    if (nd)   /* dead_list is NULL until the first death */
-        memcpy(hb->own, hb->dead_list, sizeof(int) * nd);
-    qsort(hb->own, nd, sizeof(int), cmp_int);
+    uint32_t nd = 0;
+    for (int wi = 0; wi < (hb->n + 63) / 64; wi++)   /* ascending: the bitset's order */
+        for (uint64_t w = hb->dead[wi]; w; w &= w - 1)
+            hb->own[nd++] = wi * 64 + __builtin_ctzll(w);
     phx_wenc_t e;
     phx_wenc_init(&e, hb->buf, BC_FIXED + BC_COMPACT_EXTRA + 4 * (size_t)hb->n);
     put_hdr(hb, &e, PHX_FT_HB_DSET);
@@ -1074,7 +1089,7 @@ int phx_ft_hb_dead_count(const phx_ft_hb_t *hb) { return hb->ndead; }
 int phx_ft_hb_dead_list(const phx_ft_hb_t *hb, int *out, size_t cap)
 {
     for (int i = 0; i < hb->ndead && (size_t)i < cap; i++)
-        out[i] = hb->dead_list[i];
+        out[i] = dl_get(hb, i);
     return hb->ndead;
 }
 
@@ -1096,4 +1111,9 @@ int phx_ft_hb_accept(const phx_ft_hb_t *hb, int r, uint32_t inc)
     return !inc_get(hb, r, &known) || inc >= known;
 }
 
-void phx_ft_hb_get_stats(const phx_ft_hb_t *hb, phx_ft_hb_stats_t *out) { *out = hb->st; }
+void phx_ft_hb_get_stats(const phx_ft_hb_t *hb, phx_ft_hb_stats_t *out)
+{
+    *out = hb->st;
+    out->state_bytes = sizeof *hb + ((size_t)hb->n + 63) / 64 * 8 +
+                       (size_t)hb->dead_cap * (hb->dl_wide ? 4 : 2) + (size_t)hb->incs_cap * sizeof *hb->incs;
+}

@@ -131,6 +131,7 @@ typedef struct phx_ft_hb_stats {
     uint64_t bcast_compact;   /* compact broadcasts started (origin knew > bcast_list_max) */
     uint64_t bcast_bypass;    /* known-dead children a compact copy was passed beyond */
     uint64_t bcast_pull;      /* compact copies whose |D| or digest showed us behind: DSET sent */
+    uint64_t state_bytes;     /* heap this instance holds, the shared part not included */
 } phx_ft_hb_stats_t;
 
 typedef struct phx_ft_hb phx_ft_hb_t;

@@ -580,6 +580,38 @@ static void test_dset_exchange(void **state)
     phx_ft_hb_destroy(hb);
 }
 
+/* D's join-order list is u16 up to 65,536 ranks and u32 past (a simulator
+ * holds one instance per node): both keep the order and the rank values,
+ * and a DSET lists D ascending. No on_dead here (preset), so ranks past
+ * MAXN never reach the capture's arrays. */
+static void test_dead_list_widths(void **state)
+{
+    (void)state;
+    static const int ns[2] = { 65536, 65537 };
+    static const int D[2][3] = { { 65535, 3, 40000 }, { 65536, 3, 65535 } };
+    static const int sorted[2][3] = { { 3, 40000, 65535 }, { 3, 65535, 65536 } };
+    for (int k = 0; k < 2; k++) {
+        struct cap c;
+        int n = ns[k], l[3];
+        uint8_t m[64];
+        phx_ft_hb_t *hb = mk(n, 0, NULL, &c, 0);
+        assert_int_equal(phx_ft_hb_preset_dead(hb, D[k], 3), 0);
+        assert_int_equal(phx_ft_hb_start(hb, 0), 0);
+        assert_int_equal(phx_ft_hb_dead_list(hb, l, 3), 3);
+        assert_memory_equal(l, D[k], sizeof l);
+        /* the emitter (the last rank alive before us on the ring) shows D = {} */
+        int em = phx_ft_hb_emitter(hb);
+        size_t len = enc_beat(m, em, 0, n, NULL, 0);
+        c.ns = 0;
+        assert_int_equal(phx_ft_hb_on_msg(hb, em, PHX_FT_HB_HEARTBEAT, m, len, 1), 0);
+        assert_int_equal(count_type(&c, PHX_FT_HB_DSET, em), 1);
+        len = enc_dset(m, 0, n, 1, sorted[k], 3);
+        assert_int_equal(c.s[c.ns - 1].len, len);
+        assert_memory_equal(c.s[c.ns - 1].buf, m, len);
+        phx_ft_hb_destroy(hb);
+    }
+}
+
 /* Compact broadcast (issue 15): past bcast_list_max a copy carries |D|,
  * D's digest and the origin's latest TAIL additions, over the topology of
  * all ranks; a relay passes each child it knows dead on to that child's
@@ -1630,6 +1662,7 @@ int main(void)
         cmocka_unit_test(test_suspect_hint),
         cmocka_unit_test(test_suspect_gone),
         cmocka_unit_test(test_dset_exchange),
+        cmocka_unit_test(test_dead_list_widths),
         cmocka_unit_test(test_compact_bcast),
         cmocka_unit_test(test_stall_and_jitter),
         cmocka_unit_test(test_malformed_fuzz),

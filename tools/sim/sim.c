@@ -46,6 +46,7 @@
 #define MAX_CRASH_ON 8
 
 #define EV_BCASTMSG 100   /* crash-point kind: BCASTMSG copies sent (a subset of EV_HB) */
+#define EV_DECIDED 101    /* crash-point kind: ERA decisions learnt (core/agree.c's DIE_DECIDED) */
 
 enum kind { EV_HB, EV_ERA, EV_TDC, EV_APP, EV_TIMER, EV_CRASH, EV_HINT, EV_ERA_START, EV_BC, EV_WAKE,
             EV_CR, EV_ML, EV_NKIND };
@@ -66,11 +67,14 @@ typedef struct ev {
     uint8_t *buf;
 } ev_t;
 
-/* A message waiting for its node's CPU (per-node FIFO input queue). */
-typedef struct qev {
-    struct qev *next;
-    ev_t e;
-} qev_t;
+/* A message waiting for its node's CPU (per-node FIFO input queue): an
+ * ev_t less what a queued message no longer needs (time, order, dst). */
+typedef struct qent {
+    uint8_t *buf;
+    int src;
+    uint32_t tag, len, depth;
+    uint8_t kind;
+} qent_t;
 
 typedef struct node {
     phx_ft_hb_t *hb;
@@ -78,7 +82,8 @@ typedef struct node {
     phx_ft_group_t *world;
     void *td;
     uint64_t busy;       /* global time the CPU is free */
-    qev_t *qhead, *qtail;   /* arrivals waiting for the CPU, in arrival order */
+    qent_t *q;           /* arrivals waiting for the CPU, a ring in arrival order */
+    uint32_t qh, qn, qcap;
     uint8_t wake;        /* an EV_WAKE is scheduled at busy */
     uint64_t timer_at;   /* armed heartbeat timer (global), NEVER if none */
     int64_t off;         /* clock offset, ns */
@@ -86,6 +91,7 @@ typedef struct node {
     uint8_t crashed, fenced, td_declared, td_active;
     uint32_t depth;      /* longest causal chain of ERA messages seen (rounds; one agreement) */
     uint32_t sent[EV_NKIND], sent_bcast;
+    uint32_t era_type[3];   /* ERA sends by wire type (UP, DECIDE, REVOKE): core/agree.c's era_stats */
     uint64_t era_decided_at;
     int era_ndecided;
     uint64_t era_value;
@@ -163,6 +169,7 @@ typedef struct sim {
     uint64_t rng, now, seq;
     ev_t *heap;
     size_t hn, hcap;
+    size_t qn, pend_peak;   /* messages in CPU queues; peak of those + the heap's events */
     /* per-link FIFO: open addressing, key src*n+dst+1 -> last arrival */
     uint64_t *lk, *lv;
     size_t lcap, lused;
@@ -265,6 +272,127 @@ static uint64_t global_of(const node_t *x, uint64_t l)
     return (uint64_t)g;
 }
 
+/* ---- hb payloads in flight ---------------------------------------------------
+ * n/2 failures put O(n^2) BCASTMSG copies in flight at once: about n/4
+ * observers declare in the same millisecond and every receiver's CPU takes
+ * cost_us per copy, so about 0.045 n^2 messages wait at the peak (754k at
+ * 4096). The copies of one broadcast differ only in ft/hb's first bytes
+ * (sender, incarnation, cube, tree), so a payload longer than PL_HEAD keeps
+ * those inline and shares the rest, by content, with every identical tail
+ * (refcounted); delivery hands ft/hb the same bytes, reassembled. */
+#define PL_HEAD 32
+typedef struct pl_tail {
+    struct pl_tail *next;
+    uint64_t h;
+    uint32_t refs, len;
+    uint8_t b[];
+} pl_tail_t;
+
+static pl_tail_t **pl_tab;   /* chained, pl_cap buckets (a power of two) */
+static size_t pl_cap, pl_n;
+static uint8_t *pl_scr;      /* reassembly scratch for the one delivery at a time */
+static size_t pl_scr_cap;
+
+static uint64_t pl_hash(const uint8_t *b, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ len;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
+}
+
+static pl_tail_t *pl_intern(const uint8_t *b, uint32_t len)
+{
+    uint64_t h = pl_hash(b, len);
+    if (pl_n >= pl_cap) {
+        size_t cap = pl_cap ? 2 * pl_cap : 1024;
+        pl_tail_t **t = calloc(cap, sizeof *t);
+        if (!t)
+            die("out of memory", PHX_ENOMEM);
+        for (size_t i = 0; i < pl_cap; i++)
+            for (pl_tail_t *x = pl_tab[i], *nx; x; x = nx) {
+                nx = x->next;
+                x->next = t[x->h & (cap - 1)];
+                t[x->h & (cap - 1)] = x;
+            }
+        free(pl_tab);
+        pl_tab = t;
+        pl_cap = cap;
+    }
+    pl_tail_t **slot = &pl_tab[h & (pl_cap - 1)];
+    for (pl_tail_t *x = *slot; x; x = x->next)
+        if (x->h == h && x->len == len && !memcmp(x->b, b, len)) {
+            x->refs++;
+            return x;
+        }
+    pl_tail_t *x = malloc(sizeof *x + len);
+    if (!x)
+        die("out of memory", PHX_ENOMEM);
+    *x = (pl_tail_t){ .next = *slot, .h = h, .refs = 1, .len = len };
+    memcpy(x->b, b, len);
+    *slot = x;
+    pl_n++;
+    return x;
+}
+
+static uint8_t *pl_make(const void *buf, size_t len)
+{
+    uint8_t *p = malloc(len <= PL_HEAD ? len : sizeof(pl_tail_t *) + PL_HEAD);
+    if (!p)
+        die("out of memory", PHX_ENOMEM);
+    if (len <= PL_HEAD) {
+        memcpy(p, buf, len);
+    } else {
+        pl_tail_t *t = pl_intern((const uint8_t *)buf + PL_HEAD, (uint32_t)(len - PL_HEAD));
+        memcpy(p, &t, sizeof t);
+        memcpy(p + sizeof t, buf, PL_HEAD);
+    }
+    return p;
+}
+
+static const uint8_t *pl_view(const uint8_t *p, size_t len)
+{
+    if (len <= PL_HEAD)
+        return p;
+    pl_tail_t *t;
+    memcpy(&t, p, sizeof t);
+    if (len > pl_scr_cap) {
+        pl_scr_cap = len > 2 * pl_scr_cap ? len : 2 * pl_scr_cap;
+        if (!(pl_scr = realloc(pl_scr, pl_scr_cap)))
+            die("out of memory", PHX_ENOMEM);
+    }
+    memcpy(pl_scr, p + sizeof t, PL_HEAD);
+    memcpy(pl_scr + PL_HEAD, t->b, t->len);
+    return pl_scr;
+}
+
+static void pl_free(uint8_t *p, size_t len)
+{
+    if (p && len > PL_HEAD) {
+        pl_tail_t *t;
+        memcpy(&t, p, sizeof t);
+        if (!--t->refs) {
+            pl_tail_t **s = &pl_tab[t->h & (pl_cap - 1)];
+            while (*s != t)
+                s = &(*s)->next;
+            *s = t->next;
+            free(t);
+            pl_n--;
+        }
+    }
+    free(p);
+}
+
+/* An event's payload, as its kind stored it. */
+static void ev_free(ev_t *e)
+{
+    if (e->kind == EV_HB)
+        pl_free(e->buf, e->len);
+    else
+        free(e->buf);
+    e->buf = NULL;
+}
+
 /* ---- event heap (time, then insertion order) ------------------------------ */
 
 static int ev_lt(const ev_t *a, const ev_t *b) { return a->t < b->t || (a->t == b->t && a->seq < b->seq); }
@@ -277,6 +405,8 @@ static void push(ev_t e)
     }
     e.seq = S.seq++;
     size_t i = S.hn++;
+    if (S.hn + S.qn > S.pend_peak)
+        S.pend_peak = S.hn + S.qn;
     while (i) {
         size_t p = (i - 1) / 2;
         if (!ev_lt(&e, &S.heap[p]))
@@ -416,7 +546,9 @@ static void net_send(int src, int dst, int kind, uint32_t tag, const void *buf, 
     } else {
         ev_t e = { .t = arr, .kind = (uint8_t)kind, .src = src, .dst = dst, .tag = tag,
                    .len = (uint32_t)len, .depth = depth };
-        if (len) {
+        if (len && kind == EV_HB) {
+            e.buf = pl_make(buf, len);
+        } else if (len) {
             e.buf = malloc(len);
             if (!e.buf)
                 die("out of memory", PHX_ENOMEM);
@@ -1195,6 +1327,9 @@ static int known_dead(const node_t *x, int r) { return x->hb && phx_ft_hb_is_dea
 static int cb_era_send(void *ctx, int dst, const void *buf, size_t len)
 {
     int src = (int)(intptr_t)ctx;
+    uint8_t type = len > 5 ? ((const uint8_t *)buf)[5] : 0;   /* ft/era/era.c's wire header */
+    if (!S.nd[src].crashed && type >= 1 && type <= 3)
+        S.nd[src].era_type[type - 1]++;
     net_send(src, dst, EV_ERA, 0, buf, len, S.nd[src].depth + 1);
     return 0;
 }
@@ -1211,6 +1346,9 @@ static void cb_era_decided(void *ctx, uint64_t gid, uint64_t aid, const phx_ft_e
     x->era_value = v->w[0];
     if ((int)x->depth > S.era_depth)
         S.era_depth = (int)x->depth;
+    /* After the era sent what the decision makes it send, as the runtime's
+     * kill in its decided callback. */
+    crash_point((int)(intptr_t)ctx, EV_DECIDED, (uint32_t)x->era_ndecided);
 }
 
 /* A shrink's outcome as a value: survivors agree iff id and size agree. */
@@ -1344,7 +1482,8 @@ static void deliver(ev_t *e)
     case EV_HB:
         if (x->fenced)
             return;
-        hb_after(e->dst, phx_ft_hb_on_msg(x->hb, e->src, e->tag, e->buf, e->len, local_of(x, S.now)),
+        hb_after(e->dst, phx_ft_hb_on_msg(x->hb, e->src, e->tag, pl_view(e->buf, e->len), e->len,
+                                          local_of(x, S.now)),
                  "hb on_msg");
         return;
     case EV_HINT:
@@ -1427,7 +1566,7 @@ static void drop(ev_t *e)
 {
     if (e->kind == EV_APP)
         S.inflight_to[e->dst]--;
-    free(e->buf);
+    ev_free(e);
 }
 
 static void process(ev_t *e)
@@ -1440,7 +1579,44 @@ static void process(ev_t *e)
     }
     S.events++;
     deliver(e);
-    free(e->buf);
+    ev_free(e);
+}
+
+static void q_put(node_t *x, const ev_t *e)
+{
+    if (x->qn == x->qcap) {
+        uint32_t cap = x->qcap ? 2 * x->qcap : 4;
+        qent_t *q = malloc(cap * sizeof *q);
+        if (!q)
+            die("out of memory", PHX_ENOMEM);
+        for (uint32_t i = 0; i < x->qn; i++)
+            q[i] = x->q[(x->qh + i) & (x->qcap - 1)];
+        free(x->q);
+        x->q = q;
+        x->qcap = cap;
+        x->qh = 0;
+    }
+    x->q[(x->qh + x->qn++) & (x->qcap - 1)] =
+        (qent_t){ .buf = e->buf, .src = e->src, .tag = e->tag, .len = e->len, .depth = e->depth, .kind = e->kind };
+    if (S.hn + ++S.qn > S.pend_peak)
+        S.pend_peak = S.hn + S.qn;
+}
+
+/* The oldest arrival, now. A drained ring past 16 entries is given back:
+ * the peak's backlog would otherwise stay allocated at every node. */
+static ev_t q_take(node_t *x)
+{
+    const qent_t *q = &x->q[x->qh];
+    ev_t e = { .t = S.now, .kind = q->kind, .src = q->src, .dst = (int)(x - S.nd), .tag = q->tag,
+               .len = q->len, .depth = q->depth, .buf = q->buf };
+    x->qh = (x->qh + 1) & (x->qcap - 1);
+    S.qn--;
+    if (!--x->qn && x->qcap > 16) {
+        free(x->q);
+        x->q = NULL;
+        x->qcap = x->qh = 0;
+    }
+    return e;
 }
 
 /* A node's CPU handles one message at a time: arrivals while it is busy
@@ -1452,7 +1628,7 @@ static void run(void)
     while (S.hn) {
         ev_t e = pop();
         if (e.t > S.c.until) {
-            free(e.buf);
+            ev_free(&e);
             break;
         }
         S.now = e.t;
@@ -1464,13 +1640,10 @@ static void run(void)
         if (x->crashed) {
             if (e.kind == EV_WAKE) {
                 x->wake = 0;
-                while (x->qhead) {
-                    qev_t *q = x->qhead;
-                    x->qhead = q->next;
-                    drop(&q->e);
-                    free(q);
+                while (x->qn) {
+                    ev_t q = q_take(x);
+                    drop(&q);
                 }
-                x->qtail = NULL;
             }
             drop(&e);
             continue;
@@ -1482,28 +1655,14 @@ static void run(void)
         }
         if (e.kind == EV_WAKE) {
             x->wake = 0;
-            qev_t *q = x->qhead;
-            x->qhead = q->next;
-            if (!x->qhead)
-                x->qtail = NULL;
-            ev_t m = q->e;
-            free(q);
+            ev_t m = q_take(x);
             process(&m);
-        } else if (e.kind != EV_TIMER && (e.t < x->busy || x->qhead)) {
-            qev_t *q = malloc(sizeof *q);
-            if (!q)
-                die("out of memory", PHX_ENOMEM);
-            q->e = e;
-            q->next = NULL;
-            if (x->qtail)
-                x->qtail->next = q;
-            else
-                x->qhead = q;
-            x->qtail = q;
+        } else if (e.kind != EV_TIMER && (e.t < x->busy || x->qn)) {
+            q_put(x, &e);
         } else {
             process(&e);
         }
-        if (x->qhead && !x->wake && !x->crashed) {
+        if (x->qn && !x->wake && !x->crashed) {
             x->wake = 1;
             push((ev_t){ .t = x->busy > S.now ? x->busy : S.now, .kind = EV_WAKE, .dst = (int)(x - S.nd) });
         }
@@ -1511,7 +1670,7 @@ static void run(void)
     /* Drain what is left so memory is accounted honestly. */
     while (S.hn) {
         ev_t e = pop();
-        free(e.buf);
+        ev_free(&e);
     }
 }
 
@@ -1679,6 +1838,7 @@ static void usage(void)
             "  failures: --crash=R@MS --crash-random=F@MS --crash-adjacent=F@MS --crash-host=H@MS\n"
             "            --crash-on=R:hb|bcast|era|td:K (after R's K-th message of that protocol,\n"
             "                          or BCASTMSG copy; R = -1: the first rank to get there)\n"
+            "            --crash-on=R:decided:K (on R's K-th ERA decision, once the era sent)\n"
             "            --partition=FRAC@MS:MS (ranks below FRAC*n cut off from the rest)\n"
             "  agreement: --era=K (K agreements, first at --era-at-ms, 10*delta apart)\n"
             "             --shrink=1 (each one a shrink of the world group)\n"
@@ -1812,7 +1972,7 @@ static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
             if (c->ncon == MAX_CRASH_ON || sscanf(v, "%d:%15[a-z]:%u", &o->rank, kind, &o->k) != 3 || !o->k)
                 usage();
             o->kind = !strcmp(kind, "hb") ? EV_HB : !strcmp(kind, "bcast") ? EV_BCASTMSG
-                    : !strcmp(kind, "era") ? EV_ERA : EV_TDC;
+                    : !strcmp(kind, "era") ? EV_ERA : !strcmp(kind, "decided") ? EV_DECIDED : EV_TDC;
             c->ncon++;
         } else if (!strncmp(a, "crash", 5)) {
             char *at = strchr(v, '@');
@@ -1927,9 +2087,9 @@ static void report(long rss0)
     long hwm = rss_kb("VmHWM:");
     printf("{\"n\":%d,\"seed\":%" PRIu64 ",\"events\":%" PRIu64 ",\"sim_ms\":%.3f,"
            "\"rss_per_node_bytes\":%.0f,\"crashed\":%d,\"fenced\":%d,\"alive\":%d,"
-           "\"dropped\":%" PRIu64,
+           "\"dropped\":%" PRIu64 ",\"peak_pending\":%zu",
            n, S.c.seed, S.events, ms(S.now), (double)(hwm - rss0) * 1024.0 / n, S.ncrashed, fenced,
-           alive, S.dropped);
+           alive, S.dropped, S.pend_peak);
     if (S.c.hb) {
         phx_ft_hb_stats_t st, sum = { 0 };
         for (int i = 0; i < n; i++) {
@@ -1938,28 +2098,41 @@ static void report(long rss0)
             sum.bcast_compact += st.bcast_compact;
             sum.bcast_pull += st.bcast_pull;
             sum.bcast_bypass += st.bcast_bypass;
+            sum.state_bytes += st.state_bytes;   /* grows only: the end is the peak */
         }
         printf(",\"hb\":{\"heartbeat\":%" PRIu64 ",\"newobserver\":%" PRIu64 ",\"bcast\":%" PRIu64
                ",\"you_are_dead\":%" PRIu64 ",\"dset\":%" PRIu64 ",\"bcast_per_node\":%.3f,"
                "\"bytes_per_node\":%.0f,\"bcasts\":%" PRIu64 ",\"compact\":%" PRIu64
                ",\"pull\":%" PRIu64 ",\"bypass\":%" PRIu64 ",\"detect_ms\":%.3f,"
-               "\"notify_ms\":%.3f,\"unnotified\":%d,\"deadset_agree\":%d,\"deadset_exact\":%d}",
+               "\"notify_ms\":%.3f,\"unnotified\":%d,\"deadset_agree\":%d,\"deadset_exact\":%d,"
+               "\"state_per_node\":%.0f}",
                S.hb_sent[PHX_FT_HB_HEARTBEAT], S.hb_sent[PHX_FT_HB_NEWOBSERVER],
                S.hb_sent[PHX_FT_HB_BCASTMSG], S.hb_sent[PHX_FT_HB_YOU_ARE_DEAD],
                S.hb_sent[PHX_FT_HB_DSET], (double)S.hb_sent[PHX_FT_HB_BCASTMSG] / n,
                (double)S.hb_bytes / n, sum.bcast_started, sum.bcast_compact, sum.bcast_pull,
-               sum.bcast_bypass, ms(det), ms(notif), unnotified, dead_ok, dead_exact);
+               sum.bcast_bypass, ms(det), ms(notif), unnotified, dead_ok, dead_exact,
+               (double)sum.state_bytes / n);
     }
+    /* By type, over every node and over the survivors only (a SIGKILLed
+     * runtime node logs no era_stats). */
+    uint64_t et[2][3] = { { 0 } };
+    for (int i = 0; S.c.era_k && i < n; i++)
+        for (int t = 0; t < 3; t++) {
+            et[0][t] += S.nd[i].era_type[t];
+            if (!S.nd[i].crashed)
+                et[1][t] += S.nd[i].era_type[t];
+        }
     if (S.c.era_k)
         printf(",\"era\":{\"k\":%d,\"msgs\":%" PRIu64 ",\"msgs_per_node\":%.3f,\"latency_us\":%.3f,"
                "\"depth\":%d,\"undecided\":%d,\"agree\":%d,\"after_notice_us\":%.3f,"
-               "\"shrunk_size\":%d}",
+               "\"shrunk_size\":%d,\"up\":%" PRIu64 ",\"decide\":%" PRIu64 ",\"revoke\":%" PRIu64
+               ",\"survivors\":{\"up\":%" PRIu64 ",\"decide\":%" PRIu64 ",\"revoke\":%" PRIu64 "}}",
                S.c.era_k, S.msgs[EV_ERA], (double)S.msgs[EV_ERA] / n / S.c.era_k,
                era_last > era_first_start ? (double)(era_last - era_first_start - (uint64_t)(S.c.era_k - 1) * S.c.delta * 10) / US : 0.0,
                S.era_depth, era_undecided, era_ok,
                /* the repair: last decision after the last failure notice */
                era_last > last_known ? (double)(era_last - last_known) / US : 0.0,
-               S.shrunk_size);
+               S.shrunk_size, et[0][0], et[0][1], et[0][2], et[1][0], et[1][1], et[1][2]);
     int cr_unfinished = 0;
     if (S.c.cr) {
         uint64_t go = 0;
