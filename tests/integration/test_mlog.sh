@@ -401,7 +401,15 @@ unset PHX_MLOG_TEAM_SIZE
 # were collected. The app's own checkpoints after iteration 100 and its end
 # are held on the gate (opened after the last kill), so no checkpoint is
 # under way at a kill and each kill is the first of its checkpoint period.
-N_SAVE=$N; N=12
+# Each failure is detected by the heartbeat timeout (the killed rank's links
+# are retried first), so the ten take 10 timeouts (~40 s in all at
+# PHX_HB_TIMEOUT=3000); the blocks, slower with each kill (fewer nodes),
+# are still running at the last one on an idle machine (else a kill finds
+# them done and waiting at the gate: still a recovery, an easier one).
+# The same schedule under recovery=cr (global rollbacks) runs only with
+# PHX_IT_LONG=1 (another ~40 s).
+N_SAVE=$N; N=12; JT_SAVE=$JOB_TIMEOUT
+JOB_TIMEOUT=$((90 + 20 * HB / 1000))   # ten detections on top of the run
 ARGS10="-N 256 -i 6000 -c 100"
 ref10=$(seqsum $ARGS10)
 # period_settled J: every live rank recovered J times and committed since.
@@ -436,7 +444,14 @@ ten_kills() {   # ten_kills NAME MODE
 }
 t0=$(now_ms)
 ten_kills ten mlog-causal
-echo "ten kills under mlog-causal: $(( ($(now_ms) - t0) / 1000 )) s"
+echo "ten kills under mlog-causal: $(( ($(now_ms) - t0) / 1000 )) s; the blocks were $(python3 - "$DIR/ev.0.jsonl" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+last = max((e["t"] for e in ev if e["ev"] == "failure"), default=0)
+end = max((e["t"] for e in ev if e["ev"] == "jacobi_iter"), default=0)
+print("still running" if end > last else "done", end="")
+PY
+) at the last kill"
 check "mlog-causal, 10 kills, one per checkpoint interval: exit 0 (got $RC), checksum $(sum_of) equals $ref10" eval \
     '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref10" ]'
 np=$(grep -c '"ev":"partial_restore"' "$DIR/ev.0.jsonl")
@@ -446,11 +461,13 @@ check "mlog-causal, 10 kills: a new checkpoint period after each recovery" eval 
     '[ "$(grep -c "\"ev\":\"mlog_period\"" "$DIR/ev.0.jsonl")" -ge 10 ]'
 check "mlog-causal, 10 kills: replays followed installed determinants" every_ge1 mlog_replay dets_installed
 check "mlog-causal, 10 kills: no block ever went back on any node" monotone
-t0=$(now_ms)
-ten_kills ten-cr cr
-echo "ten kills under cr: $(( ($(now_ms) - t0) / 1000 )) s"
-nrb=$(grep -c '"ev":"rollback"' "$DIR/ev.0.jsonl")
-check "cr, the same 10 kills: exit 0 (got $RC), checksum equals $ref10, 10 global rollbacks ($nrb)" eval \
-    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref10" ] && [ "$nrb" = 10 ]'
-N=$N_SAVE
+if [ "${PHX_IT_LONG:-0}" = 1 ]; then
+    t0=$(now_ms)
+    ten_kills ten-cr cr
+    echo "ten kills under cr: $(( ($(now_ms) - t0) / 1000 )) s"
+    nrb=$(grep -c '"ev":"rollback"' "$DIR/ev.0.jsonl")
+    check "cr, the same 10 kills: exit 0 (got $RC), checksum equals $ref10, 10 global rollbacks ($nrb)" eval \
+        '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref10" ] && [ "$nrb" = 10 ]'
+fi
+N=$N_SAVE; JOB_TIMEOUT=$JT_SAVE
 finish
