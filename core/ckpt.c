@@ -1589,11 +1589,22 @@ static void rb_try_decide(cr_t *c)
         ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
         return;
     }
-    /* Message logging covers one failure per job here (k = 1; a second
-     * one may have taken determinants with it): then the global rollback. */
+    /* Message logging covers one failure per checkpoint period (k = 1; a
+     * second one may have taken determinants with it): then the global
+     * rollback. A rank that died before epoch e hosts no slice in e's table
+     * (relocated), so the ranks dead since e are those still in it; every
+     * node's copy of e has the same table, so any coordinator decides alike
+     * (core/mlog.c resets its count at the same commit). */
+    int since = 0;
+    for (int r = 0; slot && r < c->size; r++)
+        for (int i = 0; c->dead[r] && i < c->nloc; i++)
+            if (slot->loc[i] == r) {
+                since++;
+                break;
+            }
     /* ... and only where the dead node's tasks go to the survivors (a spare
      * or a respawned newcomer starts from the buddy copy alone). */
-    int partial = c->partial_ok && c->ndead == 1 && !disk && !strcmp(c->n->cfg.restart_on, "survivors");
+    int partial = c->partial_ok && since == 1 && !disk && !strcmp(c->n->cfg.restart_on, "survivors");
     /* ... and only where some live rank keeps running (mlog-team). */
     int keeps = !c->rolls;
     for (int r = 0; !keeps && r < c->size; r++)

@@ -17,9 +17,12 @@
  *     can leave before its cause is safe;
  *   - ML_DETS at a receiver: stored (detLog), acknowledged with ML_ACK;
  *   - cr's commit of an epoch empties the logs (Alg. 4).
- * Recovery ("partial recovery" below): the job's first failure restores
- * only the dead node's tasks, survivors hand back dets and logged messages
- * and keep running; a later failure falls back to cr's global rollback.
+ * Recovery ("partial recovery" below): the first failure of a checkpoint
+ * period restores only the dead node's tasks, survivors hand back dets and
+ * logged messages and keep running; a second one in the same period falls
+ * back to cr's global rollback. A period ends at the first commit after its
+ * recovery ended everywhere (period_reset): the logs and dets were dropped
+ * and the moved tasks are stored twice again.
  *
  * Threads: everything on the comm thread except hook(), ml_admit() and the
  * pessimistic wait (workers), which touch only their own queue, atomics and
@@ -60,6 +63,13 @@ typedef struct mlog {
     int fast;                   /* mlog-fast: no determinants at all */
     int team;                   /* mlog-team: team size t (0: another mode) */
     uint8_t *dead;
+    uint8_t *pdead;             /* ranks dead in this checkpoint period */
+    /* n->loc at the period's first failure (comm thread writes it before
+     * phase is set; workers read it only while phase is set): a task was
+     * lost iff its host then is in rb. Ranks of earlier periods host nothing
+     * (relocated), so rb needs no history. */
+    int *hloc;
+    int hloc_n;
     /* Ranks whose tasks the partial recovery restores: the dead node, and
      * under mlog-team its live team-mates (rolled back from their own copy). */
     uint8_t *rb;
@@ -75,8 +85,8 @@ typedef struct mlog {
     _Atomic int flush_asked;    /* pessimistic: a worker waits for a flush */
     uint64_t ctrl_frames;
     uint64_t trailers;          /* det frames sent ahead of an app frame */
-    /* Partial recovery (mlog-causal, the job's first failure). */
-    int nfail, full_rb;         /* failures seen; a global rollback happened */
+    /* Partial recovery (the first failure of a checkpoint period). */
+    int nfail, full_rb;         /* failures this period; a global rollback happened in it */
     phx_map_t rep;              /* task id of the dead node -> rep_t *, under rep_lock */
     pthread_rwlock_t rep_lock;  /* workers read, the comm thread adds records */
     _Atomic int nrep;           /* records in rep */
@@ -287,9 +297,13 @@ static void own_stop(mlog_t *g)
         phx_team_own_clear(&g->own[i]);
 }
 
+static void period_reset(mlog_t *g, uint64_t epoch);
+
 static void ml_listen(void *arg, int what, uint64_t epoch)
 {
     mlog_t *g = arg;
+    if (what == PHX_CR_COMMIT && g->nfail)
+        period_reset(g, epoch);
     if (what == PHX_CR_PARTIAL) {
         partial_handback(g);
         return;
@@ -327,9 +341,13 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
  * installed dets name, in rsn order, and hold the rest. Survivors keep
  * running; what the restored tasks send again is dropped by SSN. */
 
+/* Was tid on a rank this period's recovery restores (its host at the
+ * period's first failure)? Either thread, see hloc. */
 static int lost_home(const mlog_t *g, uint64_t tid)
 {
     int h = phx_tid_home((phx_tid_t)tid);
+    if (g->hloc && h >= 0 && h < g->hloc_n)
+        h = g->hloc[h * PHX_LOC_SLICES + phx_loc_slice((phx_tid_t)tid)];
     return h >= 0 && h < g->n->size && g->rb[h];
 }
 
@@ -708,7 +726,18 @@ static int team_rollback(mlog_t *g)
 static void partial_handback(mlog_t *g)
 {
     phx_node_t *n = g->n;
-    if (!g->fast && !g->full_rb && g->nfail == 1) {
+    if (g->full_rb || g->nfail != 1) {
+        /* cr decided a partial round this node counts as a second failure
+         * of the period: it missed the commit that began a new one (a
+         * failure raced the COMMIT frame). Its restored tasks have no replay
+         * records, so ending beats a replay in arrival order. */
+        fprintf(stderr, "phalanx: rank %d: message logging: this node's failure count (%d) disagrees with the "
+                        "partial recovery decided; ending the job rather than replay without determinants\n",
+                n->rank, g->nfail);
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    if (!g->fast) {
         atomic_store(&g->phase, 1);
         /* Before on_go's re-doubling checkpoint. No RFIN can be in yet:
          * every rank's replay waits for this node's RDONE, below. */
@@ -733,7 +762,7 @@ static void partial_handback(mlog_t *g)
     for (int r = 0; r < sz && !h.err; r++)
         if (h.dlen[r])
             ctl(g, r, ML_RDETS, h.dbuf[r], h.dlen[r]);
-    if (!h.err && g->team > 1 && g->rb[n->rank] && !g->full_rb && g->nfail == 1)
+    if (!h.err && g->team > 1 && g->rb[n->rank])
         h.err = team_rollback(g);
     phx_ml_restart_cb_t mcb = { &h, hb_lost, NULL, hb_msg };
     if (!h.err)
@@ -769,6 +798,7 @@ static int ml_init(phx_node_t *n, void **out)
     g->fast = is_fast(n);
     g->team = is_team(n) ? n->cfg.mlog_team_size : 0;
     g->dead = calloc((size_t)n->size, 1);
+    g->pdead = calloc((size_t)n->size, 1);
     g->rb = calloc((size_t)n->size, 1);
     if (g->team > 1) {
         g->own = calloc((size_t)n->nworkers, sizeof *g->own);
@@ -780,12 +810,13 @@ static int ml_init(phx_node_t *n, void **out)
                        .pessimistic = g->pess };
     phx_map_init(&g->rep);
     pthread_rwlock_init(&g->rep_lock, NULL);
-    g->ml = g->dead && g->done && g->fin && g->rb && (g->team <= 1 || g->own) ? phx_ml_create(&c) : NULL;
+    g->ml = g->dead && g->pdead && g->done && g->fin && g->rb && (g->team <= 1 || g->own) ? phx_ml_create(&c) : NULL;
     int rc = g->ml ? CR->init(n, &g->cr) : PHX_ENOMEM;
     if (rc) {
         phx_ml_destroy(g->ml);
         phx_map_free(&g->rep);
         free(g->dead);
+        free(g->pdead);
         free(g->rb);
         free(g->own);
         free(g->done);
@@ -957,22 +988,80 @@ static void try_release_if_started(mlog_t *g)
         try_release(g);
 }
 
+/* Comm thread, at the period's first failure: where every task was. */
+static void snap_hosts(mlog_t *g)
+{
+    phx_node_t *n = g->n;
+    size_t k = n->loc ? (size_t)n->loc_n * PHX_LOC_SLICES : 0;
+    int *h = k ? realloc(g->hloc, k * sizeof *h) : NULL;
+    if (k && !h) {
+        PHX_ERROR("mlog", "out of memory recording task hosts at a failure: ending the job");
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    if (h)
+        memcpy(h, n->loc, k * sizeof *h);
+    else
+        free(g->hloc);
+    g->hloc = h;
+    g->hloc_n = h ? n->loc_n : 0;
+}
+
+/* Comm thread, at a commit (workers paused) after failures: a new
+ * checkpoint period begins. cr begins no checkpoint while a replay is under
+ * way anywhere (hold_check), and none during a round, so this commit
+ * follows the end of this period's recovery on every node; its logs, dets
+ * and the dead node's moved tasks are in this epoch, stored twice. The next
+ * failure is a first one again (cr counts the ranks dead since the commit
+ * the same way: core/ckpt.c's rb_try_decide). */
+static void period_reset(mlog_t *g, uint64_t epoch)
+{
+    if (atomic_load(&g->phase)) {   /* cannot happen (the hold); keep the fallback */
+        PHX_WARN("mlog", "epoch %llu committed during a replay: the next failure rolls back globally",
+                 (unsigned long long)epoch);
+        return;
+    }
+    phx_evlog("mlog_period", "\"epoch\":%llu,\"failures\":%d,\"global\":%d", (unsigned long long)epoch, g->nfail,
+              g->full_rb);
+    g->nfail = 0;
+    g->full_rb = 0;
+    memset(g->pdead, 0, (size_t)g->n->size);
+    memset(g->rb, 0, (size_t)g->n->size);
+    memset(g->done, 0, (size_t)g->n->size);
+    memset(g->fin, 0, (size_t)g->n->size);
+    g->released = 0;
+    g->hold_logged = 0;
+    atomic_store(&g->rel, 0);
+    atomic_store(&g->left, 0);
+    pthread_rwlock_wrlock(&g->rep_lock);
+    free_replays(g);
+    atomic_store(&g->nrep, 0);
+    pthread_rwlock_unlock(&g->rep_lock);
+    if (g->team > 1 && g->own)   /* rule 1 again, from this commit (ml_listen clears the records) */
+        atomic_store(&g->own_on, 1);
+}
+
 static int ml_on_failure(void *st, int rank)
 {
     mlog_t *g = st;
     if (rank >= 0 && rank < g->n->size && !g->dead[rank]) {
         g->dead[rank] = 1;
+        g->pdead[rank] = 1;
         g->nfail++;
+        if (g->nfail == 1)
+            snap_hosts(g);   /* before cr relocates anything */
         /* The first failure under mlog-team rolls its whole team back;
          * a team of every live rank marks them all, so cr decides the
-         * global rollback (ml_rolls leaves no live rank running). */
+         * global rollback (ml_rolls leaves no live rank running). Ranks of
+         * earlier periods count as live here: cr's own check (some live
+         * rank keeps running) sees them dead. */
         if (g->team > 1 && g->nfail == 1)
-            (void)phx_team_rollback_set(g->n->size, g->team, g->dead, g->rb);
+            (void)phx_team_rollback_set(g->n->size, g->team, g->pdead, g->rb);
         g->rb[rank] = 1;
     }
-    /* cr restores only the dead node's tasks on the job's first failure
-     * (k = 1: a later one may have taken determinants with it, so it rolls
-     * back globally). */
+    /* cr restores only the dead node's tasks on the first failure of a
+     * checkpoint period (k = 1: a later one may have taken determinants
+     * with it, so it rolls back globally). */
     if (g->nfail > 1) {
         phx_evlog("mlog_fallback", "\"dead\":%d,\"reason\":\"second failure\"", rank);
         drop_replays(g);
@@ -1086,6 +1175,8 @@ static void ml_destroy(void *st)
     phx_team_relog_clear(&g->relog);
     free(g->rb);
     free(g->fin);
+    free(g->pdead);
+    free(g->hloc);
     CR->destroy(g->cr);
     phx_ml_destroy(g->ml);
     free(g->dead);

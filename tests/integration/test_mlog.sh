@@ -400,4 +400,93 @@ check "mlog-team two kills: the second fell back to the global rollback" logged 
 kill_job team-pair mlog-team 3 4
 check "mlog-team node + buddy (3, 4): exit 78, no checksum (got $RC)" eval '[ "$RC" = 78 ] && [ -z "$(sum_of)" ]'
 unset PHX_MLOG_TEAM_SIZE
+
+# ---- one kill per checkpoint interval over 10 intervals (12 nodes) -------------
+# Kill j (ranks 11, 10, ..., 2; rank 0 keeps the main task) lands once the
+# job passed iteration 200 + 400j and every live node committed a
+# checkpoint after its j-th recovery: the re-doubling one, which under mlog
+# waits for every replay, so the moved tasks are stored twice and the logs
+# were collected. The app's own checkpoints after iteration 100 and its end
+# are held on the gate (opened after the last kill), so no checkpoint is
+# under way at a kill and each kill is the first of its checkpoint period.
+# Each failure is detected by the heartbeat timeout (the killed rank's links
+# are retried first), so the ten take 10 timeouts (~40 s in all at
+# PHX_HB_TIMEOUT=3000); the blocks, slower with each kill (fewer nodes),
+# are still running at the last one on an idle machine (else a kill finds
+# them done and waiting at the gate: still a recovery, an easier one).
+# The same schedule under recovery=cr (global rollbacks) runs only with
+# PHX_IT_LONG=1 (another ~40 s).
+N_SAVE=$N; N=12; JT_SAVE=$JOB_TIMEOUT
+JOB_TIMEOUT=$((90 + 20 * HB / 1000))   # ten detections on top of the run
+ARGS10="-N 256 -i 6000 -c 100"
+ref10=$(seqsum $ARGS10)
+# period_settled J: every live rank recovered J times and committed since.
+period_settled() {
+    local r f
+    for r in $(seq 0 $((N - 1))); do
+        case " $killed " in *" $r "*) continue ;; esac
+        f=$DIR/ev.$r.jsonl
+        [ "$(grep -Eo '"ev":"(ckpt_begin|ckpt_commit|recovery_done)"' "$f" 2>/dev/null | tail -1)" = \
+            '"ev":"ckpt_commit"' ] && [ "$(grep -c '"ev":"recovery_done"' "$f")" -ge "$1" ] || return 1
+    done
+}
+ten_kills() {   # ten_kills NAME MODE [RANKS]
+    local kr kp j=0
+    GATE=$(gate_new "$1")
+    start "$1" "$2" $ARGS10 -H 100 -g "$GATE"
+    killed=""
+    for kr in ${3:-11 10 9 8 7 6 5 4 3 2}; do
+        wait_for "$JOB_TIMEOUT" logged "\"ev\":\"jacobi_iter\",\"iter\":$((200 + 400 * j))}" ||
+            { fail "$1: iteration $((200 + 400 * j)) never logged"; break; }
+        wait_for "$JOB_TIMEOUT" period_settled $j || { fail "$1: no commit after recovery $j"; break; }
+        wait_for 5 test -s "$DIR/pids"
+        kp=$(awk -v r="$kr" '$1 == r { print $2 }' "$DIR/pids")
+        kill -9 "$kp"
+        gone "$kp" $((JOB_TIMEOUT * 1000)) || fail "$1: rank $kr (pid $kp) outlived SIGKILL"
+        killed="$killed $kr"; j=$((j + 1))
+        wait_for "$JOB_TIMEOUT" eval '[ "$(grep -cs "\"ev\":\"recovery_done\"" "$DIR/ev.0.jsonl")" -ge $j ] ||
+            ! kill -0 "$JOBPID" 2>/dev/null' || { fail "$1: recovery $j never ended"; break; }
+    done
+    gate_open "$GATE"
+    finish_job
+}
+t0=$(now_ms)
+ten_kills ten mlog-causal
+echo "ten kills under mlog-causal: $(( ($(now_ms) - t0) / 1000 )) s; the blocks were $(python3 - "$DIR/ev.0.jsonl" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+last = max((e["t"] for e in ev if e["ev"] == "failure"), default=0)
+end = max((e["t"] for e in ev if e["ev"] == "jacobi_iter"), default=0)
+print("still running" if end > last else "done", end="")
+PY
+) at the last kill"
+check "mlog-causal, 10 kills, one per checkpoint interval: exit 0 (got $RC), checksum $(sum_of) equals $ref10" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref10" ]'
+np=$(grep -c '"ev":"partial_restore"' "$DIR/ev.0.jsonl")
+check "mlog-causal, 10 kills: all 10 recoveries partial ($np on rank 0), no rollback anywhere" eval \
+    '[ "$np" = 10 ] && ! logged "\"ev\":\"rollback\"" && ! logged "\"ev\":\"mlog_fallback\""'
+check "mlog-causal, 10 kills: a new checkpoint period after each recovery" eval \
+    '[ "$(grep -c "\"ev\":\"mlog_period\"" "$DIR/ev.0.jsonl")" -ge 10 ]'
+check "mlog-causal, 10 kills: replays followed installed determinants" every_ge1 mlog_replay dets_installed
+check "mlog-causal, 10 kills: no block ever went back on any node" monotone
+# The other modes' periods (mlog-team: the own-det record runs again after
+# the period's commit; mlog-fast: no hold): two kills, two periods.
+for m in "mlog-team" "mlog-fast -T"; do
+    mode=${m%% *}
+    ARGS10_SAVE=$ARGS10; ARGS10="-N 128 -i 1500 -c 100 ${m#$mode}"; r2=$(seqsum -N 128 -i 1500 -c 100)
+    ten_kills "two-$mode" "$mode" "11 6"
+    np=$(grep -c '"ev":"partial_restore"' "$DIR/ev.0.jsonl")
+    check "$mode, kills of 11 and 6 in two periods: exit 0 (got $RC), checksum $(sum_of) equals $r2, both partial ($np)" \
+        eval '[ "$RC" = 0 ] && [ "$(sum_of)" = "$r2" ] && [ "$np" = 2 ] && ! logged "\"ev\":\"rollback\""'
+    ARGS10=$ARGS10_SAVE
+done
+if [ "${PHX_IT_LONG:-0}" = 1 ]; then
+    t0=$(now_ms)
+    ten_kills ten-cr cr
+    echo "ten kills under cr: $(( ($(now_ms) - t0) / 1000 )) s"
+    nrb=$(grep -c '"ev":"rollback"' "$DIR/ev.0.jsonl")
+    check "cr, the same 10 kills: exit 0 (got $RC), checksum equals $ref10, 10 global rollbacks ($nrb)" eval \
+        '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref10" ] && [ "$nrb" = 10 ]'
+fi
+N=$N_SAVE; JOB_TIMEOUT=$JT_SAVE
 finish
