@@ -140,13 +140,13 @@ stalled_out() {   # the stall is over on rank 0
     top=$(sed -n '/"ev":"failure"/q; s/.*"ev":"jacobi_iter","iter":\([0-9]*\)}.*/\1/p' "$f" | tail -1)
     sed -n '/"ev":"failure"/,$p' "$f" | grep -q "\"ev\":\"jacobi_iter\",\"iter\":$((${top:-0} + 1))}"
 }
-jrun() {   # jrun MODE HELPERS KILL: prints "ms cpu window_ms after_ms stall_ms round_ms hosts"
+jrun() {   # jrun MODE HELPERS KILL: prints "ms cpu window_ms after_ms stall_ms round_ms hosts rc checksum"
     rm -f "$T"/ev.* "$T/pids" "$T/gate"
     local hold=""
     [ "$3" = 1 ] && hold="-H $K -g $T/gate"
     PHX_WORKERS=2 /usr/bin/time -f "cpu %U %S" -o "$T/cpu" "$B/phx" run -n 8 --pidfile "$T/pids" "$B/jacobi" \
         --phx-ft=1 --phx-recovery="$1" --phx-recovery-helpers="$2" --phx-eventlog="$T/ev.%r.jsonl" $RARGS $hold \
-        >"$T/out" 2>/dev/null &
+        >"$T/out" 2>"$T/err" &
     local j=$!
     if [ "$3" = 1 ]; then
         for _ in $(seq 6000); do
@@ -158,11 +158,14 @@ jrun() {   # jrun MODE HELPERS KILL: prints "ms cpu window_ms after_ms stall_ms 
         for _ in $(seq 6000); do stalled_out && break; kill -0 "$j" 2>/dev/null || break; sleep 0.05; done
         : >"$T/gate.tmp" && mv -f "$T/gate.tmp" "$T/gate"
     fi
-    wait "$j"
+    local rc=0
+    wait "$j" || rc=$?
+    [ "$rc" = 0 ] || { echo "# $1 P=$2 kill=$3: exit $rc" && tail -3 "$T/err" | sed 's/^/#   /'; } >&2
     # The main task's progress: the window around the kill (iterations
     # K - 50 to K + W) and everything after it.
     python3 - "$T" "$K" "$W" "$(sed -n 's/.*(\([0-9.]*\) ms).*/\1/p' "$T/out" | tail -1)" \
-        "$(awk '$1 == "cpu" { print $2 + $3 }' "$T/cpu")" <<'PY'
+        "$(awk '$1 == "cpu" { print $2 + $3 }' "$T/cpu")" "$rc" \
+        "$(sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' "$T/out" | tail -1)" <<'PY'
 import glob, json, sys
 ev = []
 for f in glob.glob(sys.argv[1] + "/ev.*.jsonl"):
@@ -196,20 +199,27 @@ if fails:
     rnd = (max(rd) - tf) / 1e6 if rd else 0
 hosts = len({e["rank"] for e in ev if e["ev"] == "restore" and e.get("of") == 3 and e["tasks"] > 0})
 print(sys.argv[4] or 0, sys.argv[5] or 0, (its[b] - first[a]) / 1e6 if ok else 0, (its[z] - its[b]) / 1e6 if ok else 0,
-      stall, rnd, hosts)
+      stall, rnd, hosts, sys.argv[6], sys.argv[7] or "none")
 PY
 }
 # Per round, interleaved: cr without and with the kill, mlog-causal
 # without, then with the kill for each P (P only acts at the failure, so
-# one fault-free mlog run is the baseline of every P).
+# one fault-free mlog run is the baseline of every P). A pair counts when
+# both exited 0 with the same checksum; any other is listed below the table.
 : >"$T/lost"
+: >"$T/bad"
+pair() {   # pair NAME "fault-free fields" "kill fields"
+    echo "$1 $2 $3" | awk -v lost="$T/lost" -v bad="$T/bad" '{
+        if ($9 == 0 && $18 == 0 && $2 > 0 && $11 > 0 && $10 == $19)
+            print $1, $11 - $2, $12 - $3, $13 - $4, $14 - $5, $15, $16, $17 >>lost
+        else
+            printf "%s: fault-free exit %s checksum %s, with the kill exit %s checksum %s\n", $1, $9, $10, $18, $19 >>bad }'
+}
 for r in $(seq "$REPS"); do
-    a=$(jrun cr 0 0); b=$(jrun cr 0 1)
-    echo "cr $a $b" | awk '$2 > 0 && $9 > 0 { print $1, $9 - $2, $10 - $3, $11 - $4, $12 - $5, $13, $14, $15 }' >>"$T/lost"
+    pair cr "$(jrun cr 0 0)" "$(jrun cr 0 1)"
     a=$(jrun mlog-causal 0 0)
     for h in $HS; do
-        b=$(jrun mlog-causal "$h" 1)
-        echo "P=$h $a $b" | awk '$2 > 0 && $9 > 0 { print $1, $9 - $2, $10 - $3, $11 - $4, $12 - $5, $13, $14, $15 }' >>"$T/lost"
+        pair "P=$h" "$a" "$(jrun mlog-causal "$h" 1)"
     done
 done
 col() { awk -v m="$1" -v c="$2" '$1 == m { print $c }' "$T/lost" | median; }
@@ -226,11 +236,12 @@ for m in cr $(for h in $HS; do echo "P=$h"; done); do
     printf '| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %s | %s |\n' "$name" "$n" "$(col "$m" 6)" \
         "$(col "$m" 7)" "$(col "$m" 2)" "$(col "$m" 4)" "$(col "$m" 5)" "$(col "$m" 3)" "$(col "$m" 8)" "$rr"
 done
+[ -s "$T/bad" ] && { echo; echo "runs left out:"; cat "$T/bad"; }
 echo
 for h in $HS; do
     awk -v c="$(col cr 6)" -v m="$(col "P=$h" 6)" -v h="$h" -v lc="$(col cr 2)" -v lm="$(col "P=$h" 2)" 'BEGIN {
         if (m > 0) printf "P=%s: stall cr / mlog-causal (ratio of medians) %.2fx", h, c / m
-        if (lm > 0) printf "; time lost %.2fx", lc / lm
+        if (lc > 0 && lm > 0) printf "; time lost %.2fx", lc / lm
         print "" }'
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
