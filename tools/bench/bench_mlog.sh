@@ -124,6 +124,18 @@ RARGS=${RARGS:-"-N 2048 -i 950 -c 400 -V 8"}
 K=${K:-790}
 W=${W:-150}
 HS=${HS:-"1 2 4"}
+# jacobi's residual window (apps/jacobi: blocks run at most bx + by ahead
+# of the slowest, and the main task keeps bx + by + 4 iterations): the
+# main task's iteration top + RWIN needs every block's post-failure work.
+RWIN=$(python3 -c '
+import sys
+a = sys.argv[1].split()
+v = int(a[a.index("-V") + 1]) if "-V" in a else 4
+nb, x = v * 8, 1
+for d in range(1, nb + 1):
+    if d * d <= nb and nb % d == 0:
+        x = d
+print(nb // x + x + 4)' "$RARGS")
 echo
 echo "3. recovery of one kill (rank 3 once iteration $K is done, the checkpoint after it held), jacobi $RARGS on 8 nodes x 2 workers; mlog-causal with recovery-helpers P = $HS against cr"
 echo
@@ -132,20 +144,22 @@ echo
 # that checkpoint (the blocks run on) until GATE exists, so cr redoes every
 # iteration since the checkpoint before K. The gate opens once rank 0
 # logged, after its failure notice, the first iteration it had not done
-# before it (the stall is over), so the held checkpoint never lands inside
-# the stall.
-stalled_out() {   # the stall is over on rank 0
+# before it, plus RWIN (the recovery is over), so the held checkpoint
+# never lands inside it. td=none for both (jacobi ends by phx_exit): cr's
+# default td=cut probes quiescence with checkpoints, which could land one
+# after K and shorten cr's redo.
+stalled_out() {   # the recovery is over on rank 0
     local f=$T/ev.0.jsonl top
     grep -qs '"ev":"failure"' "$f" || return 1
     top=$(sed -n '/"ev":"failure"/q; s/.*"ev":"jacobi_iter","iter":\([0-9]*\)}.*/\1/p' "$f" | tail -1)
-    sed -n '/"ev":"failure"/,$p' "$f" | grep -q "\"ev\":\"jacobi_iter\",\"iter\":$((${top:-0} + 1))}"
+    sed -n '/"ev":"failure"/,$p' "$f" | grep -q "\"ev\":\"jacobi_iter\",\"iter\":$((${top:-0} + RWIN))}"
 }
-jrun() {   # jrun MODE HELPERS KILL: prints "ms cpu window_ms after_ms stall_ms round_ms hosts rc checksum"
+jrun() {   # jrun MODE HELPERS KILL: prints "ms cpu window_ms after_ms stall_ms round_ms hosts recovery_ms rc checksum"
     rm -f "$T"/ev.* "$T/pids" "$T/gate"
     local hold=""
     [ "$3" = 1 ] && hold="-H $K -g $T/gate"
     PHX_WORKERS=2 /usr/bin/time -f "cpu %U %S" -o "$T/cpu" "$B/phx" run -n 8 --pidfile "$T/pids" "$B/jacobi" \
-        --phx-ft=1 --phx-recovery="$1" --phx-recovery-helpers="$2" --phx-eventlog="$T/ev.%r.jsonl" $RARGS $hold \
+        --phx-ft=1 --phx-td=none --phx-recovery="$1" --phx-recovery-helpers="$2" --phx-eventlog="$T/ev.%r.jsonl" $RARGS $hold \
         >"$T/out" 2>"$T/err" &
     local j=$!
     if [ "$3" = 1 ]; then
@@ -164,7 +178,7 @@ jrun() {   # jrun MODE HELPERS KILL: prints "ms cpu window_ms after_ms stall_ms 
     # The main task's progress: the window around the kill (iterations
     # K - 50 to K + W) and everything after it.
     python3 - "$T" "$K" "$W" "$(sed -n 's/.*(\([0-9.]*\) ms).*/\1/p' "$T/out" | tail -1)" \
-        "$(awk '$1 == "cpu" { print $2 + $3 }' "$T/cpu")" "$rc" \
+        "$(awk '$1 == "cpu" { print $2 + $3 }' "$T/cpu")" "$rc" "$RWIN" \
         "$(sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' "$T/out" | tail -1)" <<'PY'
 import glob, json, sys
 ev = []
@@ -187,19 +201,24 @@ ok = sys.argv[4] and a in its and b in its
 # Stall: from the first failure notice to the first iteration the job had
 # not completed before it (cr redoes the lost ones, mlog replays).
 fails = [e["t"] for e in ev if e["ev"] == "failure"]
-stall = rnd = 0
+stall = rnd = rec = 0
 if fails:
     tf = min(fails)
     top = max([e["iter"] for e in ev if e["ev"] == "jacobi_iter" and e["t"] < tf] or [0])
     nxt = [e["t"] for e in ev if e["ev"] == "jacobi_iter" and e["iter"] == top + 1 and e["t"] > tf]
     stall = (min(nxt) - tf) / 1e6 if nxt else 0
+    # Recovery: to iteration top + RWIN, the first that needs post-failure
+    # work from every block (under mlog, top + 1 may not need the replay:
+    # the blocks ran ahead of the main task).
+    nxt = [e["t"] for e in ev if e["ev"] == "jacobi_iter" and e["iter"] == top + int(sys.argv[7]) and e["t"] > tf]
+    rec = (min(nxt) - tf) / 1e6 if nxt else 0
     # The recovery round (agreement, restore, hand-back) ends at the last
     # recovery_done; the rest of the stall is redo (cr) or replay (mlog).
     rd = [e["t"] for e in ev if e["ev"] == "recovery_done" and e["t"] > tf]
     rnd = (max(rd) - tf) / 1e6 if rd else 0
 hosts = len({e["rank"] for e in ev if e["ev"] == "restore" and e.get("of") == 3 and e["tasks"] > 0})
 print(sys.argv[4] or 0, sys.argv[5] or 0, (its[b] - first[a]) / 1e6 if ok else 0, (its[z] - its[b]) / 1e6 if ok else 0,
-      stall, rnd, hosts, sys.argv[6], sys.argv[7] or "none")
+      stall, rnd, hosts, rec, sys.argv[6], sys.argv[8] or "none")
 PY
 }
 # Per round, interleaved: cr without and with the kill, mlog-causal
@@ -210,10 +229,10 @@ PY
 : >"$T/bad"
 pair() {   # pair NAME "fault-free fields" "kill fields"
     echo "$1 $2 $3" | awk -v lost="$T/lost" -v bad="$T/bad" '{
-        if ($9 == 0 && $18 == 0 && $2 > 0 && $11 > 0 && $10 == $19)
-            print $1, $11 - $2, $12 - $3, $13 - $4, $14 - $5, $15, $16, $17 >>lost
+        if ($10 == 0 && $20 == 0 && $2 > 0 && $12 > 0 && $11 == $21)
+            print $1, $12 - $2, $13 - $3, $14 - $4, $15 - $5, $16, $17, $18, $19 >>lost
         else
-            printf "%s: fault-free exit %s checksum %s, with the kill exit %s checksum %s\n", $1, $9, $10, $18, $19 >>bad }'
+            printf "%s: fault-free exit %s checksum %s, with the kill exit %s checksum %s\n", $1, $10, $11, $20, $21 >>bad }'
 }
 for r in $(seq "$REPS"); do
     pair cr "$(jrun cr 0 0)" "$(jrun cr 0 1)"
@@ -227,20 +246,27 @@ col() { awk -v m="$1" -v c="$2" '$1 == m { print $c }' "$T/lost" | median; }
 rat() {
     awk -v h="P=$1" -v c="$2" '$1 == "cr" { v = $c } $1 == h && $c > 0 && v > 0 { print v / $c }' "$T/lost" | median
 }
-printf '| mode | runs | stall, ms | of which: recovery round | time lost to one kill, ms | window (iterations K-50 to K+%s) | after it | CPU lost, s | hosts of rank 3 tasks | stall: cr / this (median of rounds) |\n' "$W"
-printf '|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| mode | runs | recovery, ms | recovery: cr / this (median of rounds) | stall, ms | of which: recovery round | stall: cr / this | time lost to one kill, ms | window (iterations K-50 to K+%s) | after it | CPU lost, s | hosts of rank 3 tasks |\n' "$W"
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 for m in cr $(for h in $HS; do echo "P=$h"; done); do
     n=$(awk -v m="$m" '$1 == m' "$T/lost" | wc -l)
     [ "$n" -gt 0 ] || continue
-    if [ "$m" = cr ]; then name=cr; rr="-"; else name="mlog-causal $m"; rr=$(printf '%.2fx' "$(rat "${m#P=}" 6)"); fi
-    printf '| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %s | %s |\n' "$name" "$n" "$(col "$m" 6)" \
-        "$(col "$m" 7)" "$(col "$m" 2)" "$(col "$m" 4)" "$(col "$m" 5)" "$(col "$m" 3)" "$(col "$m" 8)" "$rr"
+    if [ "$m" = cr ]; then
+        name=cr; rr="-"; rs="-"
+    else
+        name="mlog-causal $m"; rr=$(printf '%.2fx' "$(rat "${m#P=}" 9)"); rs=$(printf '%.2fx' "$(rat "${m#P=}" 6)")
+    fi
+    printf '| %s | %d | %.0f | %s | %.0f | %.0f | %s | %.0f | %.0f | %.0f | %.2f | %s |\n' "$name" "$n" "$(col "$m" 9)" \
+        "$rr" "$(col "$m" 6)" "$(col "$m" 7)" "$rs" "$(col "$m" 2)" "$(col "$m" 4)" "$(col "$m" 5)" "$(col "$m" 3)" \
+        "$(col "$m" 8)"
 done
 [ -s "$T/bad" ] && { echo; echo "runs left out:"; cat "$T/bad"; }
 echo
 for h in $HS; do
-    awk -v c="$(col cr 6)" -v m="$(col "P=$h" 6)" -v h="$h" -v lc="$(col cr 2)" -v lm="$(col "P=$h" 2)" 'BEGIN {
-        if (m > 0) printf "P=%s: stall cr / mlog-causal (ratio of medians) %.2fx", h, c / m
+    awk -v c="$(col cr 9)" -v m="$(col "P=$h" 9)" -v s="$(col cr 6)" -v t="$(col "P=$h" 6)" -v h="$h" \
+        -v lc="$(col cr 2)" -v lm="$(col "P=$h" 2)" 'BEGIN {
+        if (m > 0) printf "P=%s: cr / mlog-causal, ratios of the medians: recovery %.2fx", h, c / m
+        if (t > 0) printf "; stall %.2fx", s / t
         if (lc > 0 && lm > 0) printf "; time lost %.2fx", lc / lm
         print "" }'
 done
