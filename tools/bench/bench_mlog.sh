@@ -26,8 +26,13 @@
 #     iteration the job had not completed before it (cr redoes >= K
 #     iterations on every node; mlog replays the dead node's tasks on P
 #     helpers); of which the recovery round (to the last recovery_done).
+#     Recovery: to iteration top + jacobi's residual window (RWIN), the
+#     first that needs every block's post-failure work (blocks run ahead of
+#     the main task, so under mlog top + 1 may need no replay at all).
+#     Both modes run with td=none.
 #     Per round, interleaved: cr, then mlog-causal for each P; the ratio
-#     cr / mlog of the same round, median over rounds. Also the time lost
+#     cr / mlog of the same round, median over rounds. A run counts only
+#     if it and its fault-free pair exit 0 with the same checksum. Also the time lost
 #     = (jacobi's ms with the kill) - (without), split into the window
 #     around the kill (iterations K-50 to K+W) and the rest, the CPU lost
 #     (user + sys of all nodes), and how many ranks hosted rank 3's tasks.
