@@ -1369,13 +1369,17 @@ static int moves_to(const cr_t *c, const int *loc_e, const int *loc, int x, int 
 }
 
 /* The table after the losses in c->dead, by restart-on (spare: a spare
- * stands in for each lost rank while spares last). */
+ * stands in for each lost rank while spares last). recovery-helpers bounds
+ * the survivors taking each lost rank's slices, in partial (mlog) rounds
+ * and cr's global ones alike: one rule, so a fallback from a partial round
+ * places tasks as the partial round would have. */
 static int relocate(cr_t *c, const phx_ck_copy_t *slot, int *loc, int *lost, int *lost_buddy)
 {
     if (c->n->cfg.spares && !strcmp(c->n->cfg.restart_on, "spare"))
         return phx_ck_relocate_spare(c->size, c->nloc, slot->loc, slot->buddy, c->dead, c->n->app_size,
                                      PHX_LOC_SLICES, loc, lost, lost_buddy, NULL);
-    return phx_ck_relocate(c->size, c->nloc, slot->loc, slot->buddy, c->dead, loc, lost, lost_buddy);
+    return phx_ck_relocate_p(c->size, c->nloc, slot->loc, slot->buddy, c->dead, c->n->cfg.recovery_helpers, loc, lost,
+                             lost_buddy);
 }
 
 /* Restores this node's copy and, as a buddy, its share of each dead node's

@@ -58,6 +58,9 @@ static const opt_t opts[] = {
       "survivors, spare or respawn"),
     O("spares", OPT_INT, spares, "0", "idle spare nodes among the ranks (the last ones; set by phx run --spares)",
       NULL),
+    O("recovery-helpers", OPT_INT, recovery_helpers, "0",
+      "survivors that take a lost node's tasks: its buddy and the next P-1 live ranks (0: every live rank)",
+      "a whole number of nodes >= 0 (0: every live rank), e.g. 2"),
 };
 #undef O
 #define NOPTS (sizeof opts / sizeof opts[0])

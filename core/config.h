@@ -50,6 +50,7 @@ typedef struct phx_config {
     char ckpt_dir[512];              /* disk checkpoints ("" = memory only) */
     char restart_on[16];             /* survivors|spare|respawn */
     int spares;                      /* the last `spares` ranks hold no tasks until one stands in */
+    int recovery_helpers;            /* hosts per lost rank's tasks on the survivors (0: every live rank) */
     char restart[512];               /* restart from the disk checkpoint in this dir */
     int metrics_port;                /* /metrics on this + rank (0: off) */
 } phx_config_t;

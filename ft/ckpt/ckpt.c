@@ -25,10 +25,18 @@ int phx_ck_buddy(int n, const int *ring, const uint8_t *dead, int r)
 int phx_ck_relocate(int n, int nloc, const int *loc_e, const int *buddy_e, const uint8_t *dead, int *loc,
                     int *lost, int *lost_buddy)
 {
+    return phx_ck_relocate_p(n, nloc, loc_e, buddy_e, dead, 0, loc, lost, lost_buddy);
+}
+
+int phx_ck_relocate_p(int n, int nloc, const int *loc_e, const int *buddy_e, const uint8_t *dead, int helpers,
+                      int *loc, int *lost, int *lost_buddy)
+{
     int *live = malloc((size_t)n * sizeof *live), *pos = malloc((size_t)n * sizeof *pos);
-    if (!live || !pos) {
+    int *kx = calloc((size_t)n, sizeof *kx);
+    if (!live || !pos || !kx) {
         free(live);
         free(pos);
+        free(kx);
         return PHX_ENOMEM;
     }
     int nlive = 0, rc = 0, k = 0;
@@ -37,6 +45,7 @@ int phx_ck_relocate(int n, int nloc, const int *loc_e, const int *buddy_e, const
         if (!dead[r])
             live[nlive++] = r;
     }
+    int p = helpers < nlive ? helpers : nlive;
     for (int i = 0; i < nloc && !rc; i++) {
         int x = loc_e[i];
         if (x < 0 || x >= n) {
@@ -56,11 +65,16 @@ int phx_ck_relocate(int n, int nloc, const int *loc_e, const int *buddy_e, const
         }
         /* The k-th moved slice goes to the k-th live rank from the buddy on:
          * the lost load spreads evenly, and a single slice stays local to the
-         * copy. */
-        loc[i] = live[(pos[b] + k++) % nlive];
+         * copy. With helpers, each dead rank counts on its own, so its set of
+         * hosts is fixed by its buddy alone. */
+        if (p > 0)
+            loc[i] = live[(pos[b] + kx[x]++ % p) % nlive];
+        else
+            loc[i] = live[(pos[b] + k++) % nlive];
     }
     free(live);
     free(pos);
+    free(kx);
     return rc;
 }
 

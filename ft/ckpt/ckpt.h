@@ -31,6 +31,16 @@ int phx_ck_buddy(int n, const int *ring, const uint8_t *dead, int r);
  * is dead too (both copies lost): *lost and *lost_buddy name the pair. */
 int phx_ck_relocate(int n, int nloc, const int *loc_e, const int *buddy_e, const uint8_t *dead, int *loc,
                     int *lost, int *lost_buddy);
+/* The same with at most `helpers` hosts per dead rank (recovery-helpers,
+ * parallel recovery, seed 004_* §2.5): dead rank x's slices (those it
+ * hosted at the epoch) are dealt round-robin, in slice order, over its
+ * buddy and the next helpers-1 live ranks after the buddy in rank order
+ * (wrapping), so fewer nodes take part and the buddy gets the first one.
+ * Each dead rank deals from its own buddy. helpers <= 0: phx_ck_relocate
+ * (one round robin over every live rank); helpers >= live ranks: each dead
+ * rank's slices over every live rank, from its buddy on. */
+int phx_ck_relocate_p(int n, int nloc, const int *loc_e, const int *buddy_e, const uint8_t *dead, int helpers,
+                      int *loc, int *lost, int *lost_buddy);
 
 /* ---- two-phase commit at the coordinator (the lowest live rank) --------
  * Phase 1: BEGIN(e) to every live node; each stores its own copy and its

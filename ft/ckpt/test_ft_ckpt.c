@@ -72,6 +72,74 @@ static void test_relocate_spreads(void **st)
     assert_int_equal(lb, 5);
 }
 
+/* recovery-helpers=P: a dead rank's slices go round-robin to its buddy and
+ * the next P-1 live ranks after it (rank order, wrapping). */
+static void test_relocate_helpers(void **st)
+{
+    (void)st;
+    int loc_e[N * S], buddy_e[N], loc[N * S], ref[N * S], lost = -1, lb = -1;
+    uint8_t dead[N] = { 0 };
+    for (int i = 0; i < N * S; i++)
+        loc_e[i] = i / S;
+    for (int r = 0; r < N; r++)
+        buddy_e[r] = (r + 1) % N;
+    dead[3] = 1;
+    static const int want[][S] = { { 4, 4, 4, 4 }, { 4, 5, 4, 5 }, { 4, 5, 6, 4 }, { 4, 5, 6, 7 } };
+    static const int ps[] = { 1, 2, 3, 4 };
+    for (int t = 0; t < 4; t++) {
+        assert_int_equal(phx_ck_relocate_p(N, N * S, loc_e, buddy_e, dead, ps[t], loc, &lost, &lb), 0);
+        for (int k = 0; k < S; k++)
+            assert_int_equal(loc[3 * S + k], want[t][k]);
+        for (int i = 0; i < N * S; i++)
+            if (i / S != 3)
+                assert_int_equal(loc[i], i / S);   /* nobody else moves */
+    }
+    /* P = 0 is phx_ck_relocate (every live rank, one round robin). */
+    assert_int_equal(phx_ck_relocate(N, N * S, loc_e, buddy_e, dead, ref, &lost, &lb), 0);
+    assert_int_equal(phx_ck_relocate_p(N, N * S, loc_e, buddy_e, dead, 0, loc, &lost, &lb), 0);
+    assert_memory_equal(loc, ref, sizeof loc);
+    /* P beyond the live ranks: every live one, from the buddy on, wrapping. */
+    memset(dead, 0, N);
+    dead[6] = 1;
+    assert_int_equal(phx_ck_relocate_p(N, N * S, loc_e, buddy_e, dead, 20, loc, &lost, &lb), 0);
+    assert_int_equal(loc[6 * S], 7);
+    assert_int_equal(loc[6 * S + 1], 0);
+    assert_int_equal(loc[6 * S + 2], 1);
+    assert_int_equal(loc[6 * S + 3], 2);
+    /* Two dead ranks: each deals from its own buddy, dead ranks skipped
+     * (3's helpers are 4 and 6, not 5). */
+    dead[6] = 0;
+    dead[3] = dead[5] = 1;
+    assert_int_equal(phx_ck_relocate_p(N, N * S, loc_e, buddy_e, dead, 2, loc, &lost, &lb), 0);
+    for (int k = 0; k < S; k++) {
+        assert_int_equal(loc[3 * S + k], k % 2 ? 6 : 4);
+        assert_int_equal(loc[5 * S + k], k % 2 ? 7 : 6);
+    }
+    /* The buddy need not be the next rank (heartbeat ring across hosts). */
+    buddy_e[3] = 0;
+    assert_int_equal(phx_ck_relocate_p(N, N * S, loc_e, buddy_e, dead, 2, loc, &lost, &lb), 0);
+    for (int k = 0; k < S; k++)
+        assert_int_equal(loc[3 * S + k], k % 2 ? 1 : 0);
+    buddy_e[3] = 4;
+    /* Slices moved at the epoch move with their host, in slice order:
+     * 3's first slice lives on 4, and 4 dies (helpers 5, 6). */
+    memset(dead, 0, N);
+    loc_e[3 * S] = 4;
+    dead[4] = 1;
+    assert_int_equal(phx_ck_relocate_p(N, N * S, loc_e, buddy_e, dead, 2, loc, &lost, &lb), 0);
+    assert_int_equal(loc[3 * S], 5);
+    assert_int_equal(loc[4 * S], 6);
+    assert_int_equal(loc[4 * S + 1], 5);
+    assert_int_equal(loc[4 * S + 2], 6);
+    assert_int_equal(loc[4 * S + 3], 5);
+    assert_int_equal(loc[3 * S + 1], 3);
+    /* A node and its buddy: named, whatever P. */
+    dead[5] = 1;
+    assert_int_equal(phx_ck_relocate_p(N, N * S, loc_e, buddy_e, dead, 1, loc, &lost, &lb), PHX_EUNRECOVERABLE);
+    assert_int_equal(lost, 4);
+    assert_int_equal(lb, 5);
+}
+
 static void test_commit_needs_every_live_node(void **st)
 {
     (void)st;
@@ -198,6 +266,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_buddy_skips_dead),
         cmocka_unit_test(test_relocate_spreads),
+        cmocka_unit_test(test_relocate_helpers),
         cmocka_unit_test(test_commit_needs_every_live_node),
         cmocka_unit_test(test_round_same_set_and_max_epoch),
         cmocka_unit_test(test_filter_markers),

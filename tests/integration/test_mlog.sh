@@ -169,6 +169,47 @@ locals=$(grep -ls '"source":"local"' "$DIR"/ev.*.jsonl | wc -l)
 check "cr one kill (control): checksum right, all 7 survivors reloaded ($locals)" eval \
     '[ "$(sum_of)" = "$ref" ] && [ "$locals" = 7 ]'
 
+# ---- recovery-helpers=2: rank 3's tasks go to its buddy and the next rank -----
+ARGS_SAVE=$ARGS; ARGS="$ARGS -V 8 --phx-recovery-helpers=2"
+ref_v8=$(seqsum $ARGS_SAVE -V 8)
+kill_job helpers mlog-causal 3
+ARGS=$ARGS_SAVE
+check "mlog-causal, recovery-helpers=2, one kill: exit 0 (got $RC), checksum equals the reference" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref_v8" ]'
+check "mlog-causal, recovery-helpers=2: a partial restore, no rollback anywhere" eval \
+    'logged "\"ev\":\"partial_restore\"" && ! logged "\"ev\":\"rollback\""'
+# The buddy logs its restore without "via"; the other helper is the next
+# live rank after it. Both host some of rank 3's 8 blocks, nobody else does.
+check "mlog-causal, recovery-helpers=2: rank 3's 8 tasks restored on its buddy and the next rank only" \
+    python3 - "$DIR" "$N" <<'PY'
+import json, sys
+d, n = sys.argv[1], int(sys.argv[2])
+got, buddy = {}, None
+for r in range(n):
+    try:
+        lines = open("%s/ev.%d.jsonl" % (d, r)).readlines()
+    except OSError:
+        continue
+    for l in lines:
+        e = json.loads(l)
+        if e["ev"] == "restore" and e.get("of") == 3:
+            got[r] = got.get(r, 0) + e["tasks"]
+            if "via" not in e:
+                buddy = r
+want = {buddy, (buddy + 1) % n if (buddy + 1) % n != 3 else (buddy + 2) % n} if buddy is not None else set()
+ok = set(got) == want and len(want) == 2 and all(got[r] > 0 for r in got) and sum(got.values()) == 8
+if not ok:
+    print("  restored tasks of rank 3 per host", got, "buddy", buddy, "expected hosts", sorted(want))
+sys.exit(not ok)
+PY
+check "mlog-causal, recovery-helpers=2: no block ever went back on any node" monotone
+# Negative is refused at startup, naming the key.
+timeout -k 5 60 "$PHX" run -n 2 "$BIN/jacobi" --phx-ft=1 --phx-recovery=mlog-causal --phx-recovery-helpers=-1 \
+    -N 64 -i 10 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+check "recovery-helpers=-1 is refused (exit $rc)" eval \
+    '[ $rc = 2 ] && grep -q "bad value .-1. for option recovery-helpers.*expected a whole number of nodes >= 0" "$TMP/err"'
+
 # ---- order-sensitive app: racing senders, hash chains, routes by hash ------------
 # (apps/order: main checks that every sender's stream equals what its
 # receiver used; an orphan after a wrong replay makes it exit 3.)

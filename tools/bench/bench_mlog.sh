@@ -16,20 +16,32 @@
 #     medians of the ratios; jacobi's own wall clock beside it. Plus the thesis's Table 3.1
 #     figures from the nodes' mlog_stats events: dets per remote message,
 #     det copies sent per det, trailer bytes per remote message.
-#  3. Recovery cost of one kill, mlog-causal against cr: jacobi on 8 nodes
-#     x 2 workers, V = 8 blocks per node, rank 3 SIGKILLed once iteration
-#     K is logged; per round the time lost = (jacobi's ms with the kill) -
-#     (without), for each mode, interleaved; medians and their ratio. Split
-#     from the main task's progress into the window around the kill
-#     (iterations K-50 to K+W: detection, restore, replay or redo) and the
-#     rest of the run after it; and the CPU lost (user + sys of all nodes).
-#     Stall: from the first failure notice to the first iteration the job
-#     had not completed before it (the recovery itself, free of the
-#     run-to-run spread of whole runs on a loaded machine).
+#  3. Recovery of one kill, mlog-causal with recovery-helpers P = 1, 2, 4
+#     against cr (issue 11; the thesis's setting: re-execution dominates):
+#     jacobi on 8 nodes x 2 workers, V = 8 blocks per node, a checkpoint
+#     every 400 iterations; rank 3 is SIGKILLed once iteration K = 790 is
+#     done, with the checkpoint after it held by jacobi's gate (-H K -g), so
+#     the kill lands >= 390 iterations after the last committed checkpoint
+#     (400) by construction. Stall: from the first failure notice to the first
+#     iteration the job had not completed before it (cr redoes >= K
+#     iterations on every node; mlog replays the dead node's tasks on P
+#     helpers); of which the recovery round (to the last recovery_done).
+#     Recovery: to iteration top + jacobi's residual window (RWIN), the
+#     first that needs every block's post-failure work (blocks run ahead of
+#     the main task, so under mlog top + 1 may need no replay at all).
+#     Both modes run with td=none.
+#     Per round, interleaved: cr, then mlog-causal for each P; the ratio
+#     cr / mlog of the same round, median over rounds. A run counts only
+#     if it and its fault-free pair exit 0 with the same checksum. Also the time lost
+#     = (jacobi's ms with the kill) - (without), split into the window
+#     around the kill (iterations K-50 to K+W) and the rest, the CPU lost
+#     (user + sys of all nodes), and how many ranks hosted rank 3's tasks.
 # Usage: tools/bench/bench_mlog.sh BUILD_DIR [REPS]
 #   PARTS=1,2,3 (default all); OPS=200000 operations per producer; TS="1 2 4 8";
 #   JARGS="-N 512 -i 400 -c 50" jacobi's arguments for part 2; part 3:
-#   RARGS="-N 512 -i 1200 -c 100 -V 8", K=350, W=150.
+#   RARGS="-N 2048 -i 950 -c 400 -V 8", K=790 (just before a multiple of -c),
+#   W=150 (K+W <= -i),
+#   HS="1 2 4" (the P values).
 set -eu
 PARTS=${PARTS:-1,2,3}
 part() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
@@ -113,64 +125,155 @@ done
 fi
 
 if part 3; then
-RARGS=${RARGS:-"-N 512 -i 1200 -c 100 -V 8"}
-K=${K:-350}
+RARGS=${RARGS:-"-N 2048 -i 950 -c 400 -V 8"}
+K=${K:-790}
+W=${W:-150}
+HS=${HS:-"1 2 4"}
+# jacobi's residual window (apps/jacobi: blocks run at most bx + by ahead
+# of the slowest, and the main task keeps bx + by + 4 iterations): the
+# main task's iteration top + RWIN needs every block's post-failure work.
+RWIN=$(python3 -c '
+import sys
+a = sys.argv[1].split()
+v = int(a[a.index("-V") + 1]) if "-V" in a else 4
+nb, x = v * 8, 1
+for d in range(1, nb + 1):
+    if d * d <= nb and nb % d == 0:
+        x = d
+print(nb // x + x + 4)' "$RARGS")
 echo
-echo "3. recovery cost of one kill (rank 3 at iteration $K), jacobi $RARGS on 8 nodes x 2 workers"
+echo "3. recovery of one kill (rank 3 once iteration $K is done, the checkpoint after it held), jacobi $RARGS on 8 nodes x 2 workers; mlog-causal with recovery-helpers P = $HS against cr"
 echo
-jrun() {   # jrun MODE KILL: prints "ms cpu window_ms after_ms stall_ms"
-    rm -f "$T"/ev.* "$T/pids"
+# The kill lands by construction between the checkpoint before K and the
+# one due after it: jacobi -H K -g GATE logs jacobi_hold at K and holds
+# that checkpoint (the blocks run on) until GATE exists, so cr redoes every
+# iteration since the checkpoint before K. The gate opens once rank 0
+# logged, after its failure notice, the first iteration it had not done
+# before it, plus RWIN (the recovery is over), so the held checkpoint
+# never lands inside it. td=none for both (jacobi ends by phx_exit): cr's
+# default td=cut probes quiescence with checkpoints, which could land one
+# after K and shorten cr's redo.
+stalled_out() {   # the recovery is over on rank 0
+    local f=$T/ev.0.jsonl top
+    grep -qs '"ev":"failure"' "$f" || return 1
+    top=$(sed -n '/"ev":"failure"/q; s/.*"ev":"jacobi_iter","iter":\([0-9]*\)}.*/\1/p' "$f" | tail -1)
+    sed -n '/"ev":"failure"/,$p' "$f" | grep -q "\"ev\":\"jacobi_iter\",\"iter\":$((${top:-0} + RWIN))}"
+}
+jrun() {   # jrun MODE HELPERS KILL: prints "ms cpu window_ms after_ms stall_ms round_ms hosts recovery_ms rc checksum"
+    rm -f "$T"/ev.* "$T/pids" "$T/gate"
+    local hold=""
+    [ "$3" = 1 ] && hold="-H $K -g $T/gate"
     PHX_WORKERS=2 /usr/bin/time -f "cpu %U %S" -o "$T/cpu" "$B/phx" run -n 8 --pidfile "$T/pids" "$B/jacobi" \
-        --phx-ft=1 --phx-recovery="$1" --phx-eventlog="$T/ev.%r.jsonl" $RARGS >"$T/out" 2>/dev/null &
+        --phx-ft=1 --phx-td=none --phx-recovery="$1" --phx-recovery-helpers="$2" --phx-eventlog="$T/ev.%r.jsonl" $RARGS $hold \
+        >"$T/out" 2>"$T/err" &
     local j=$!
-    if [ "$2" = 1 ]; then
-        for _ in $(seq 2000); do grep -qs "\"ev\":\"jacobi_iter\",\"iter\":$K}" "$T/ev.0.jsonl" && break; sleep 0.02; done
+    if [ "$3" = 1 ]; then
+        for _ in $(seq 6000); do
+            grep -qs '"ev":"jacobi_hold"' "$T/ev.0.jsonl" && break
+            kill -0 "$j" 2>/dev/null || break
+            sleep 0.02
+        done
         kill -9 "$(awk '$1 == 3 { print $2 }' "$T/pids")" 2>/dev/null
+        for _ in $(seq 6000); do stalled_out && break; kill -0 "$j" 2>/dev/null || break; sleep 0.05; done
+        : >"$T/gate.tmp" && mv -f "$T/gate.tmp" "$T/gate"
     fi
-    wait "$j"
+    local rc=0
+    wait "$j" || rc=$?
+    [ "$rc" = 0 ] || { echo "# $1 P=$2 kill=$3: exit $rc" && tail -3 "$T/err" | sed 's/^/#   /'; } >&2
     # The main task's progress: the window around the kill (iterations
     # K - 50 to K + W) and everything after it.
-    python3 - "$T" "$K" "${W:-150}" "$(sed -n 's/.*(\([0-9.]*\) ms).*/\1/p' "$T/out" | tail -1)" \
-        "$(awk '$1 == "cpu" { print $2 + $3 }' "$T/cpu")" <<'PY'
+    python3 - "$T" "$K" "$W" "$(sed -n 's/.*(\([0-9.]*\) ms).*/\1/p' "$T/out" | tail -1)" \
+        "$(awk '$1 == "cpu" { print $2 + $3 }' "$T/cpu")" "$rc" "$RWIN" \
+        "$(sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' "$T/out" | tail -1)" <<'PY'
 import glob, json, sys
 ev = []
 for f in glob.glob(sys.argv[1] + "/ev.*.jsonl"):
+    r = int(f.rsplit(".", 2)[-2])
     for l in open(f):
         e = json.loads(l)
-        if e["ev"] in ("jacobi_iter", "failure"):
+        if e["ev"] in ("jacobi_iter", "failure", "recovery_done", "restore"):
+            e["rank"] = r
             ev.append(e)
-its = {e["iter"]: e["t"] for e in ev if e["ev"] == "jacobi_iter"}
+# An iteration cr redoes is logged twice: the window opens at the first
+# time K-50 was done and closes at the last time K+W was.
+its, first = {}, {}
+for e in sorted((e for e in ev if e["ev"] == "jacobi_iter"), key=lambda e: e["t"]):
+    its[e["iter"]] = e["t"]
+    first.setdefault(e["iter"], e["t"])
 k, w = int(sys.argv[2]), int(sys.argv[3])
 a, b, z = k - 50, k + w, max(its) if its else 0
 ok = sys.argv[4] and a in its and b in its
 # Stall: from the first failure notice to the first iteration the job had
 # not completed before it (cr redoes the lost ones, mlog replays).
 fails = [e["t"] for e in ev if e["ev"] == "failure"]
-stall = 0
+stall = rnd = rec = 0
 if fails:
     tf = min(fails)
     top = max([e["iter"] for e in ev if e["ev"] == "jacobi_iter" and e["t"] < tf] or [0])
     nxt = [e["t"] for e in ev if e["ev"] == "jacobi_iter" and e["iter"] == top + 1 and e["t"] > tf]
     stall = (min(nxt) - tf) / 1e6 if nxt else 0
-print(sys.argv[4] or 0, sys.argv[5] or 0, (its[b] - its[a]) / 1e6 if ok else 0, (its[z] - its[b]) / 1e6 if ok else 0, stall)
+    # Recovery: to iteration top + RWIN, the first that needs post-failure
+    # work from every block (under mlog, top + 1 may not need the replay:
+    # the blocks ran ahead of the main task).
+    nxt = [e["t"] for e in ev if e["ev"] == "jacobi_iter" and e["iter"] == top + int(sys.argv[7]) and e["t"] > tf]
+    rec = (min(nxt) - tf) / 1e6 if nxt else 0
+    # The recovery round (agreement, restore, hand-back) ends at the last
+    # recovery_done; the rest of the stall is redo (cr) or replay (mlog).
+    rd = [e["t"] for e in ev if e["ev"] == "recovery_done" and e["t"] > tf]
+    rnd = (max(rd) - tf) / 1e6 if rd else 0
+hosts = len({e["rank"] for e in ev if e["ev"] == "restore" and e.get("of") == 3 and e["tasks"] > 0})
+print(sys.argv[4] or 0, sys.argv[5] or 0, (its[b] - first[a]) / 1e6 if ok else 0, (its[z] - its[b]) / 1e6 if ok else 0,
+      stall, rnd, hosts, rec, sys.argv[6], sys.argv[8] or "none")
 PY
 }
+# Per round, interleaved: cr without and with the kill, mlog-causal
+# without, then with the kill for each P (P only acts at the failure, so
+# one fault-free mlog run is the baseline of every P). A pair counts when
+# both exited 0 with the same checksum; any other is listed below the table.
 : >"$T/lost"
+: >"$T/bad"
+pair() {   # pair NAME "fault-free fields" "kill fields"
+    echo "$1 $2 $3" | awk -v lost="$T/lost" -v bad="$T/bad" '{
+        if ($10 == 0 && $20 == 0 && $2 > 0 && $12 > 0 && $11 == $21)
+            print $1, $12 - $2, $13 - $3, $14 - $4, $15 - $5, $16, $17, $18, $19 >>lost
+        else
+            printf "%s: fault-free exit %s checksum %s, with the kill exit %s checksum %s\n", $1, $10, $11, $20, $21 >>bad }'
+}
 for r in $(seq "$REPS"); do
-    for m in cr mlog-causal; do
-        a=$(jrun "$m" 0); b=$(jrun "$m" 1)
-        echo "$m $a $b" | awk '$2 > 0 && $7 > 0 { print $1, $7 - $2, $8 - $3, $9 - $4, $10 - $5, $11 }' >>"$T/lost"
+    pair cr "$(jrun cr 0 0)" "$(jrun cr 0 1)"
+    a=$(jrun mlog-causal 0 0)
+    for h in $HS; do
+        pair "P=$h" "$a" "$(jrun mlog-causal "$h" 1)"
     done
 done
 col() { awk -v m="$1" -v c="$2" '$1 == m { print $c }' "$T/lost" | median; }
-printf '| mode | stall, ms | time lost to one kill, ms | of which: window (iterations K-50 to K+%s) | after it | CPU lost, s |\n|---|---|---|---|---|---|\n' "${W:-150}"
-for m in cr mlog-causal; do
-    printf '| %s | %.0f | %.0f | %.0f | %.0f | %.2f |\n' "$m" "$(col "$m" 6)" "$(col "$m" 2)" "$(col "$m" 4)" "$(col "$m" 5)" "$(col "$m" 3)"
+# cr / mlog of the same round, column c, for P = h: median over rounds.
+rat() {
+    awk -v h="P=$1" -v c="$2" '$1 == "cr" { v = $c } $1 == h && $c > 0 && v > 0 { print v / $c }' "$T/lost" | median
+}
+printf '| mode | runs | recovery, ms | recovery: cr / this (median of rounds) | stall, ms | of which: recovery round | stall: cr / this | time lost to one kill, ms | window (iterations K-50 to K+%s) | after it | CPU lost, s | hosts of rank 3 tasks |\n' "$W"
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+for m in cr $(for h in $HS; do echo "P=$h"; done); do
+    n=$(awk -v m="$m" '$1 == m' "$T/lost" | wc -l)
+    [ "$n" -gt 0 ] || continue
+    if [ "$m" = cr ]; then
+        name=cr; rr="-"; rs="-"
+    else
+        name="mlog-causal $m"; rr=$(printf '%.2fx' "$(rat "${m#P=}" 9)"); rs=$(printf '%.2fx' "$(rat "${m#P=}" 6)")
+    fi
+    printf '| %s | %d | %.0f | %s | %.0f | %.0f | %s | %.0f | %.0f | %.0f | %.2f | %s |\n' "$name" "$n" "$(col "$m" 9)" \
+        "$rr" "$(col "$m" 6)" "$(col "$m" 7)" "$rs" "$(col "$m" 2)" "$(col "$m" 4)" "$(col "$m" 5)" "$(col "$m" 3)" \
+        "$(col "$m" 8)"
 done
-sc=$(col cr 6); sm=$(col mlog-causal 6)
-awk -v c="$sc" -v m="$sm" 'BEGIN { if (m > 0) printf "\nstall: cr / mlog-causal: %.2fx\n", c / m }'
-lc=$(col cr 2); lm=$(col mlog-causal 2)
-awk -v c="$lc" -v m="$lm" 'BEGIN { if (m > 0) printf "time lost: cr / mlog-causal: %.2fx\n", c / m }'
-wc_=$(col cr 4); wm=$(col mlog-causal 4)
-awk -v c="$wc_" -v m="$wm" 'BEGIN { if (m > 0) printf "window: cr / mlog-causal: %.2fx\n", c / m }'
+[ -s "$T/bad" ] && { echo; echo "runs left out:"; cat "$T/bad"; }
+echo
+for h in $HS; do
+    awk -v c="$(col cr 9)" -v m="$(col "P=$h" 9)" -v s="$(col cr 6)" -v t="$(col "P=$h" 6)" -v h="$h" \
+        -v lc="$(col cr 2)" -v lm="$(col "P=$h" 2)" 'BEGIN {
+        if (m > 0) printf "P=%s: cr / mlog-causal, ratios of the medians: recovery %.2fx", h, c / m
+        if (t > 0) printf "; stall %.2fx", s / t
+        if (lc > 0 && lm > 0) printf "; time lost %.2fx", lc / lm
+        print "" }'
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
