@@ -168,51 +168,64 @@ static int admitted(phx_worker_t *w, const phx_task_t *t, const phx_msg_t *m)
  * waits: once one is delivered the other could never be. */
 static void drop_held_dups(phx_worker_t *w, phx_task_t *t)
 {
-    phx_msg_t **pp = &t->held;
-    while (*pp) {
-        phx_msg_t *x = *pp;
+    phx_msg_t *prev = NULL, *x = t->held;
+    while (x) {
+        phx_msg_t *nx = (phx_msg_t *)x->qn.next;
         uint64_t *last = phx_map_get(&t->in_ssn, x->hdr.src);
         if (last && x->hdr.ssn <= *last) {
-            *pp = (phx_msg_t *)x->qn.next;
+            if (prev)
+                prev->qn.next = x->qn.next;
+            else
+                t->held = nx;
             PHX_CNT_ADD(w->n_dups, 1);
             phx_msg_free(x);
         } else
-            pp = (phx_msg_t **)&x->qn.next;
+            prev = x;
+        x = nx;
     }
 }
 
 /* With an admission hook any held message may have become deliverable:
- * offer them all until none is (replays are short; survivors never hold). */
+ * offer them all until none is (survivors never hold). A replay can hold a
+ * whole checkpoint interval of a task's messages at once, so each pass
+ * delivers every message it can on its way (held in arrival order, a pass
+ * follows the recorded order mostly) instead of restarting from the head
+ * after each: a restart per delivery made a replay quadratic in what it
+ * held. Handlers never touch t->held, so the list stays valid across run. */
 static void retry_held(phx_worker_t *w, phx_tid_t id)
 {
-    for (;;) {
+    for (int progressed = 1; progressed;) {
+        progressed = 0;
         uint64_t *v = phx_map_get(&w->tasks, id);
         if (!v)
             return;
         phx_task_t *t = (phx_task_t *)(uintptr_t)*v;
         drop_held_dups(w, t);
         phx_msg_t *prev = NULL, *x = t->held;
-        uint64_t *last = NULL;
-        for (; x; prev = x, x = (phx_msg_t *)x->qn.next) {
-            last = phx_map_get(&t->in_ssn, x->hdr.src);
-            if (x->hdr.ssn == (last ? *last : 0) + 1 && admitted(w, t, x))
-                break;
+        while (x) {
+            phx_msg_t *nx = (phx_msg_t *)x->qn.next;
+            uint64_t *last = phx_map_get(&t->in_ssn, x->hdr.src);
+            if (x->hdr.ssn != (last ? *last : 0) + 1 || !admitted(w, t, x)) {
+                prev = x;
+                x = nx;
+                continue;
+            }
+            if (prev)
+                prev->qn.next = x->qn.next;
+            else
+                t->held = nx;
+            if (!last && !(last = phx_map_put(&t->in_ssn, x->hdr.src))) {
+                lose(w, x, "out of memory tracking a sender's stream");
+                return;
+            }
+            *last = x->hdr.ssn;
+            int gone = run(w, t, x);
+            phx_msg_free(x);
+            if (gone)
+                return;
+            x = nx;
+            progressed = 1;
         }
-        if (!x)
-            return;
-        if (prev)
-            prev->qn.next = x->qn.next;
-        else
-            t->held = (phx_msg_t *)x->qn.next;
-        if (!last && !(last = phx_map_put(&t->in_ssn, x->hdr.src))) {
-            lose(w, x, "out of memory tracking a sender's stream");
-            return;
-        }
-        *last = x->hdr.ssn;
-        int gone = run(w, t, x);
-        phx_msg_free(x);
-        if (gone)
-            return;
     }
 }
 
@@ -238,8 +251,16 @@ static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
         return;
     }
     if (m->hdr.ssn > *last + 1 || !admitted(w, t, m)) {
-        m->qn.next = t->held ? &t->held->qn : NULL;
-        t->held = m;
+        /* At the tail: retry_held's passes then meet them in arrival order. */
+        m->qn.next = NULL;
+        if (!t->held)
+            t->held = m;
+        else {
+            phx_msg_t *y = t->held;
+            while (y->qn.next)
+                y = (phx_msg_t *)y->qn.next;
+            y->qn.next = &m->qn;
+        }
         PHX_CNT_ADD(w->n_reordered, 1);
         return;
     }
