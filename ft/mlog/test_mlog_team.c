@@ -10,14 +10,7 @@
 #include "ft/mlog/team.h"
 #include "phx_err.h"
 
-static int fails;
-#define CHECK(c)                                                                                             \
-    do {                                                                                                       \
-        if (!(c)) {                                                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                              \
-            fails++;                                                                                           \
-        }                                                                                                      \
-    } while (0)
+#include "ft/mlog/test_check.h"
 
 static void membership(void)
 {
