@@ -299,7 +299,12 @@ static void blk_start(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size
     blk_t *b = st;
     if (!take(c, b->box, src, T_START, &m, &len))
         return;
-    memcpy(b->nbr, ((const start_msg_t *)m)->nbr, sizeof b->nbr);
+    if (len != sizeof(start_msg_t)) {
+        fprintf(stderr, "jacobi: malformed start message\n");
+        phx_exit(c, 1);
+        return;
+    }
+    memcpy(b->nbr, m, sizeof b->nbr);   /* under -T the body follows the tag: maybe unaligned */
     for (int s = 0; s < 4; s++)
         b->need += b->nbr[s] != 0;
     send_ghosts(c, b);

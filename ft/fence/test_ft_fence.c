@@ -74,6 +74,7 @@ static void test_hold_expiry(void **s)
 {
     (void)s;
     world_t *w = malloc(sizeof *w);
+    assert_non_null(w);
     phx_ft_fence_t *f = mk(w, 5, 0);
     int got[8];
     w->reached[2] = 1;
@@ -111,6 +112,7 @@ static void test_episode_gap(void **s)
 {
     (void)s;
     world_t *w = malloc(sizeof *w);
+    assert_non_null(w);
     phx_ft_fence_t *f = mk(w, 3, 0);
     int got[4];
     phx_ft_fence_on_dead(f, 1, 0, T0, T0);
@@ -151,6 +153,7 @@ static void test_splits_exhaustive(void **s)
 {
     (void)s;
     world_t *w = malloc(sizeof *w);
+    assert_non_null(w);
     uint64_t seed = 88172645463325252ull;
     long runs = 0, fenced = 0;
     for (int n = 2; n <= 8; n++) {
@@ -217,6 +220,7 @@ static void test_splits_exhaustive(void **s)
             int b = n - a, a_leaves = b > a, b_leaves = a > b;
             assert_int_equal(a_leaves + b_leaves, a == b ? 0 : 1);
         }
+    free(w);
     print_message("%ld runs, %ld fenced\n", runs, fenced);
 }
 
@@ -226,6 +230,7 @@ static void test_newcomer_releases_hold(void **s)
 {
     (void)s;
     world_t *w = malloc(sizeof *w);
+    assert_non_null(w);
     phx_ft_fence_t *f = mk(w, 5, 0);
     int got[8];
     assert_int_equal(phx_ft_fence_on_peer_up(f, 3), 0);   /* not dead: nothing held */
@@ -267,6 +272,7 @@ static void test_isolation_exhaustive(void **s)
 {
     (void)s;
     world_t *w = malloc(sizeof *w);
+    assert_non_null(w);
     long runs = 0;
     for (int n = 2; n <= 8; n++) {
         int me = n / 2, pw = 1;
@@ -312,6 +318,7 @@ static void test_isolation_exhaustive(void **s)
             }
         }
     }
+    free(w);
     print_message("%ld runs\n", runs);
 }
 
@@ -321,6 +328,7 @@ static void test_stalled_self(void **s)
 {
     (void)s;
     world_t *w = malloc(sizeof *w);
+    assert_non_null(w);
     int got[4];
     /* A hears nothing at all for a long while (stalled), every connection
      * still open: no verdict, whatever the doubt. */
@@ -364,6 +372,7 @@ static void test_not_started_and_declared(void **s)
 {
     (void)s;
     world_t *w = malloc(sizeof *w);
+    assert_non_null(w);
     phx_ft_fence_cfg_t cfg = { .nranks = 3, .rank = 0, .delta_ns = D };
     phx_ft_fence_env_t env = { .ctx = w, .reached = w_reached, .connected = w_connected };
     phx_ft_fence_t *f;
@@ -389,6 +398,7 @@ static void test_link_failed(void **s)
 {
     (void)s;
     world_t *w = malloc(sizeof *w);
+    assert_non_null(w);
     phx_ft_fence_cfg_t cfg = { .nranks = 4, .rank = 2, .delta_ns = D };
     phx_ft_fence_env_t env = { .ctx = w, .reached = w_reached, .connected = w_connected };
     phx_ft_fence_t *f;
@@ -417,6 +427,7 @@ static void test_new_view(void **s)
 {
     (void)s;
     world_t *w = malloc(sizeof *w);
+    assert_non_null(w);
     phx_ft_fence_t *f = mk(w, 4, 0);
     w->reached[1] = w->reached[2] = 1;
     phx_ft_fence_on_dead(f, 1, 0, T0, T0);
@@ -448,6 +459,7 @@ static void test_many(void **s)
 {
     (void)s;
     world_t *w = malloc(sizeof *w);
+    assert_non_null(w);
     int n = MAXN, *got = malloc(sizeof(int) * MAXN);
     phx_ft_fence_t *f = mk(w, n, 0);
     for (int r = 1; r < n; r++) {
