@@ -11,7 +11,9 @@
 # sanitizer, so that the campaign still gets its 5 runs.
 # Then one `freeze` run (a rank SIGSTOPped for good, jacobi with cr): phx
 # used to wait for it for ever after the job's result was out; now it kills
-# a node still stopped 5 s after the job ended, so the run ends, exact.
+# a node still stopped 5 s after the job ended, so the run ends, exact. The
+# run holds jacobi's end on a gate until the SIGSTOP landed (--hold): a
+# short job must not finish before its fault.
 # Usage: test_campaign.sh BINDIR   Env: SEED, RUNS (20), BUDGET (35 delta),
 #        PHX_HB_TIMEOUT (delta).
 set -u
@@ -46,7 +48,7 @@ check "faults landed inside the work in $landed of $total runs (>= 1/4)" [ $((4 
 check "a recovery mode recovered at least one landed fault exactly" \
     grep -q '"class": "exact", "landed": true' "$TMP/runs.jsonl"
 
-"$PY" "$HERE/../../tools/chaos/campaign" --bin "$BIN" --runs 1 --seed "$SEED" --kinds freeze \
+"$PY" "$HERE/../../tools/chaos/campaign" --bin "$BIN" --runs 1 --seed "$SEED" --kinds freeze --hold \
     --modes jacobi/cr --run-timeout $((30 + 10 * $(hb_ms) / 1000)) --json "$TMP/freeze.jsonl" >"$TMP/fz" 2>&1
 rc=$?
 grep -E '^ *0 ' "$TMP/fz" | sed 's/^/#   /'
