@@ -330,8 +330,7 @@ static int era_send_cb(void *ctx, int dst, const void *buf, size_t len)
     phx_frame_hdr_t h = { .type = PHX_FT_ERA, .tag = TAG_ERA, .src = (uint64_t)a->n->rank,
                           .dst = (uint64_t)dst };
     int rc = phx_net_send(a->n->net, dst, &h, NULL, 0, buf, len, 0);
-    uint8_t type = len > 5 ? ((const uint8_t *)buf)[5] : 0;
-    a->era_sent[type < 4 ? type : 0]++;
+    a->era_sent[phx_ft_era_msg_type(buf, len)]++;
     a->era_unsent += rc != 0;
     /* A closed peer is dead or about to be declared so; its notice repairs
      * the tree (era.h: the message counts as sent). Returning the error

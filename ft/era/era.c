@@ -28,7 +28,7 @@
 #define ERA_MAGIC   0x52455850u  /* "PXER" */
 #define ERA_VERSION 1
 #define ERA_HDR     40
-enum { MSG_UP = 1, MSG_DECIDE = 2, MSG_REVOKE = 3 };
+enum { MSG_UP = PHX_FT_ERA_MSG_UP, MSG_DECIDE = PHX_FT_ERA_MSG_DECIDE, MSG_REVOKE = PHX_FT_ERA_MSG_REVOKE };
 
 #define ERA_MAX_MSG (ERA_HDR + 8 * (PHX_FT_ERA_VAL_WORDS + 2 * PHX_FT_RANKSET_WORDS))
 
@@ -39,6 +39,14 @@ typedef struct msg {
     phx_ft_era_value_t val;
     phx_ft_rankset_t dead, ack;
 } msg_t;
+
+int phx_ft_era_msg_type(const void *buf, size_t len)
+{
+    const uint8_t *b = buf;
+    if (len < ERA_HDR || phx_get_le32(b) != ERA_MAGIC || b[4] != ERA_VERSION)
+        return 0;
+    return b[5] >= MSG_UP && b[5] <= MSG_REVOKE ? b[5] : 0;
+}
 
 static size_t encode(const phx_ft_era_t *era, const msg_t *m, uint8_t *buf)
 {

@@ -117,6 +117,11 @@ int  phx_ft_era_on_msg(phx_ft_era_t *era, int src, const void *buf, size_t len);
  * error. */
 int  phx_ft_era_on_failure(phx_ft_era_t *era, int rank);
 
+/* The type of an encoded message, for counting it (any thread, no era
+ * needed): PHX_FT_ERA_MSG_UP / _DECIDE / _REVOKE, or 0 for anything else. */
+enum { PHX_FT_ERA_MSG_UP = 1, PHX_FT_ERA_MSG_DECIDE = 2, PHX_FT_ERA_MSG_REVOKE = 3 };
+int  phx_ft_era_msg_type(const void *buf, size_t len);
+
 /* Read-only views; valid until the next mutating call. */
 const phx_ft_rankset_t *phx_ft_era_dead(const phx_ft_era_t *era);
 int  phx_ft_era_rank(const phx_ft_era_t *era);

@@ -1327,8 +1327,8 @@ static int known_dead(const node_t *x, int r) { return x->hb && phx_ft_hb_is_dea
 static int cb_era_send(void *ctx, int dst, const void *buf, size_t len)
 {
     int src = (int)(intptr_t)ctx;
-    uint8_t type = len > 5 ? ((const uint8_t *)buf)[5] : 0;   /* ft/era/era.c's wire header */
-    if (!S.nd[src].crashed && type >= 1 && type <= 3)
+    int type = phx_ft_era_msg_type(buf, len);
+    if (!S.nd[src].crashed && type)
         S.nd[src].era_type[type - 1]++;
     net_send(src, dst, EV_ERA, 0, buf, len, S.nd[src].depth + 1);
     return 0;
