@@ -288,13 +288,20 @@ static void hook(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uint64_t s
 
 static void partial_handback(mlog_t *g);
 
-/* Comm thread, workers paused: the own-det records are done with (only
- * the job's first failure recovers partially). */
+/* Comm thread, workers paused (or gone): empties every worker's own-det
+ * record. */
+static void own_clear(mlog_t *g)
+{
+    for (int i = 0; g->own && i < g->n->nworkers; i++)
+        phx_team_own_clear(&g->own[i]);
+}
+
+/* ... and stops recording until period_reset: no partial recovery of this
+ * period needs them any more. */
 static void own_stop(mlog_t *g)
 {
     atomic_store(&g->own_on, 0);
-    for (int i = 0; g->own && i < g->n->nworkers; i++)
-        phx_team_own_clear(&g->own[i]);
+    own_clear(g);
 }
 
 static void period_reset(mlog_t *g, uint64_t epoch);
@@ -310,13 +317,13 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
     }
     if (what == PHX_CR_ROLLBACK) {
         g->full_rb = 1;
-        own_stop(g);   /* no partial recovery follows a global rollback */
+        atomic_store(&g->own_on, 0);   /* no partial recovery follows a global rollback */
         phx_team_relog_clear(&g->relog);
     }
-    /* The relog filter outlives commits: a replay may still re-send after
-     * the checkpoint that follows its round, and those sends are old. */
-    for (int i = 0; g->own && i < g->n->nworkers; i++)
-        phx_team_own_clear(&g->own[i]);
+    /* Records restart at every commit or rollback. The relog filter
+     * outlives commits: a replay may still re-send after the checkpoint
+     * that follows its round, and those sends are old. */
+    own_clear(g);
     phx_ml_stats_t s;
     phx_ml_stats(g->ml, &s);
     /* A commit makes every logged message and det useless (Alg. 4); a
@@ -855,22 +862,17 @@ static void ml_on_send(void *st, const phx_msg_t *m)
     /* A spawn is an event too: logged like a message (its tag is the task
      * type), marked so that a hand-back re-sends it as a spawn. */
     uint32_t tag = m->hdr.tag | (m->kind == PHX_MK_SPAWN ? ML_SPAWN_BIT : 0);
-    int rc = 0, keep = 1;
     if (g->team && !phx_team_must_log(g->n->rank, m->peer, g->team)) {
-        keep = 0;   /* within the team: a rolled-back sender makes it again */
-        g->team_unlogged++;
+        g->team_unlogged++;    /* within the team: a rolled-back sender makes it again */
     } else if (g->team && phx_team_relog_skip(&g->relog, m->hdr.src, m->hdr.dst, m->hdr.ssn)) {
-        keep = 0;   /* a rolled-back team-mate's re-send: logged the first time */
-        g->relogs_skipped++;
-    }
-    if (keep)
-        rc = phx_ml_log(g->ml, m->peer, m->hdr.src, m->hdr.dst, m->hdr.ssn, tag, m->data, m->hdr.len);
-    if (rc) {
-        PHX_ERROR("mlog", "message to rank %d cannot be logged (%s): ending the job", m->peer, phx_strerror(rc));
-        phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
-        return;
-    }
-    if (keep) {
+        g->relogs_skipped++;   /* a rolled-back team-mate's re-send: logged the first time */
+    } else {
+        int rc = phx_ml_log(g->ml, m->peer, m->hdr.src, m->hdr.dst, m->hdr.ssn, tag, m->data, m->hdr.len);
+        if (rc) {
+            PHX_ERROR("mlog", "message to rank %d cannot be logged (%s): ending the job", m->peer, phx_strerror(rc));
+            phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+            return;
+        }
         g->log_bytes += m->hdr.len;
         log_gauges(g);
     }
@@ -1169,8 +1171,7 @@ static void ml_destroy(void *st)
     free_replays(g);
     pthread_rwlock_destroy(&g->rep_lock);
     free(g->done);
-    for (int i = 0; g->own && i < g->n->nworkers; i++)
-        phx_team_own_clear(&g->own[i]);
+    own_clear(g);
     free(g->own);
     phx_team_relog_clear(&g->relog);
     free(g->rb);
