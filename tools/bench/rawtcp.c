@@ -184,12 +184,8 @@ int main(int argc, char **argv)
     if (!n || !size)
         return 2;
 
-    int ls = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t sl = sizeof sa;
-    if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof sa) || listen(ls, 1) ||
-        getsockname(ls, (struct sockaddr *)&sa, &sl))
-        die("listen");
+    struct sockaddr_in sa;
+    int ls = listen_any(&sa);
     char *buf = calloc(1, size);
     int one = 1;
     pid_t pid = fork();
