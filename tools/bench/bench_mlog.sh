@@ -38,7 +38,7 @@
 #     (user + sys of all nodes), and how many ranks hosted rank 3's tasks.
 # Usage: tools/bench/bench_mlog.sh BUILD_DIR [REPS]
 #   PARTS=1,2,3 (default all); OPS=200000 operations per producer; TS="1 2 4 8";
-#   JARGS="-N 512 -i 400 -c 50" jacobi's arguments for part 2; part 3:
+#   JARGS="-N 2048 -i 2500 -c 250" jacobi's arguments for part 2, MODES2 its modes (none-T: none running jacobi -T, mlog-fast's baseline); part 3:
 #   RARGS="-N 2048 -i 950 -c 400 -V 8", K=790 (just before a multiple of -c),
 #   W=150 (K+W <= -i),
 #   HS="1 2 4" (the P values).
@@ -77,18 +77,21 @@ done
 fi
 
 if part 2; then
-JARGS=${JARGS:-"-N 512 -i 400 -c 50"}
+JARGS=${JARGS:-"-N 2048 -i 2500 -c 250"}
+MODES2=${MODES2:-"none cr mlog-causal mlog-pessimistic none-T mlog-fast"}
 echo
 echo "2. forward-path overhead, jacobi $JARGS on 4 nodes x 2 workers (time = jacobi's ms; ratios per round, medians)"
 echo
 : >"$T/ratios"
 for r in $(seq "$REPS"); do
     line=""
-    for m in none cr mlog-causal mlog-pessimistic; do
+    for m in $MODES2; do
         rm -f "$T"/ev.*
-        ft="--phx-ft=1"
-        out=$(PHX_WORKERS=2 /usr/bin/time -f "cpu %U %S" -o "$T/cpu" "$B/phx" run -n 4 "$B/jacobi" $ft \
-            --phx-recovery=$m --phx-eventlog="$T/ev.%r.jsonl" $JARGS 2>/dev/null | tail -1)
+        # none-T: recovery=none running the tagged jacobi that mlog-fast needs
+        rec=${m%-T} targs=""
+        case "$m" in *-T | mlog-fast) targs=-T ;; esac
+        out=$(PHX_WORKERS=2 /usr/bin/time -f "cpu %U %S" -o "$T/cpu" "$B/phx" run -n 4 "$B/jacobi" --phx-ft=1 \
+            --phx-recovery="$rec" --phx-eventlog="$T/ev.%r.jsonl" $JARGS $targs 2>/dev/null | tail -1)
         ms=$(echo "$out" | sed -n 's/.*(\([0-9.]*\) ms).*/\1/p')
         cpu=$(awk '$1 == "cpu" { print $2 + $3 }' "$T/cpu")
         line="$line $m=$cpu ms_$m=$ms"
@@ -106,13 +109,19 @@ print(sys.argv[1], t["dets"] / max(t["logged"], 1), t["dets_pb"] / max(t["dets"]
     echo "$line" >>"$T/ratios"
 done
 get() { tr ' ' '\n' | awk -F= -v k="$1" '$1 == k { print $2 }'; }
-printf '| mode | CPU s (median) | wall ms (median) | CPU / none (median of rounds) | CPU / cr (median of rounds) |\n|---|---|---|---|---|\n'
-for m in none cr mlog-causal mlog-pessimistic; do
+printf '| mode | CPU s (median) | wall ms (median) | CPU / none (median of rounds) | wall / none (median of rounds) | CPU / cr (median of rounds) |\n|---|---|---|---|---|---|\n'
+ratio() {   # ratio KEY_A KEY_B: per round A / B, median
+    while read -r l; do a=$(echo "$l" | get "$1"); b=$(echo "$l" | get "$2"); awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) print a / b }'; done <"$T/ratios" | median
+}
+for m in $MODES2; do
     cpu=$(get "$m" <"$T/ratios" | median)
     ms=$(get "ms_$m" <"$T/ratios" | median)
-    rn=$(while read -r l; do a=$(echo "$l" | get "$m"); b=$(echo "$l" | get none); awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) print a / b }'; done <"$T/ratios" | median)
-    rc=$(while read -r l; do a=$(echo "$l" | get "$m"); b=$(echo "$l" | get cr); awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) print a / b }'; done <"$T/ratios" | median)
-    echo "| $m | $cpu | $ms | $rn | $rc |"
+    base=none
+    [ "$m" = mlog-fast ] && base=none-T   # the same tagged app without logging
+    rn=$(ratio "$m" "$base")
+    rw=$(ratio "ms_$m" "ms_$base")
+    rc=$(ratio "$m" cr)
+    echo "| $m | $cpu | $ms | $rn | $rw | $rc |"
 done
 echo
 printf '| mode | dets per remote message | det copies sent per det | trailer bytes per remote message |\n|---|---|---|---|\n'
