@@ -626,16 +626,6 @@ static int dec_map(phx_wdec_t *d, phx_map_t *m)
     return d->err;
 }
 
-static void enc_chain(phx_wenc_t *e, const phx_msg_t *m)
-{
-    uint32_t k = 0;
-    for (const phx_msg_t *x = m; x; x = (const phx_msg_t *)x->qn.next)
-        k++;
-    phx_wenc_u32(e, k);
-    for (; m; m = (const phx_msg_t *)m->qn.next)
-        enc_msg(e, m);
-}
-
 /* Only application messages: a PHX_MK_KICK (message logging's "offer the
  * held messages again") is no state, and dec_msg refuses it. */
 static void enc_queue(phx_wenc_t *e, struct cds_wfcq_head *h, struct cds_wfcq_tail *t, uint32_t *k)
@@ -677,7 +667,10 @@ static void enc_task(phx_wenc_t *e, const phx_task_t *t)
     }
     phx_put_le32(lenp, (uint32_t)k);
     e->p += k;
-    enc_chain(e, t->held);
+    phx_wenc_u32(e, phx_held_len(&t->held));
+    size_t i = 0;
+    for (const phx_msg_t *x; (x = phx_held_next(&t->held, &i));)
+        enc_msg(e, x);
 }
 
 /* Entries of one map (at offset off in phx_worker_t) over all workers. */
@@ -794,9 +787,7 @@ static int encode_node(cr_t *c, phx_wenc_t *e)
         phx_map_t *m = &n->workers[i].tasks;
         for (size_t k = 0; k < m->cap; k++)
             if (m->keys[k])
-                for (const phx_msg_t *x = ((const phx_task_t *)(uintptr_t)m->vals[k])->held; x;
-                     x = (const phx_msg_t *)x->qn.next)
-                    c->ck_queued++;
+                c->ck_queued += phx_held_len(&((const phx_task_t *)(uintptr_t)m->vals[k])->held);
     }
     return rc;
 }
@@ -936,16 +927,14 @@ static int restore_task(cr_t *c, phx_wdec_t *d, const int *keep, uint32_t *nt)
             memcpy(t->state, sb, sl);
     }
     uint32_t nh = phx_wdec_u32(d);
-    phx_msg_t **tail = &t->held;
     for (uint32_t i = 0; i < nh && !rc; i++) {
         phx_msg_t *m = dec_msg(d);
         if (!m) {
             rc = PHX_EPROTO;
             break;
         }
-        m->qn.next = NULL;
-        *tail = m;
-        tail = (phx_msg_t **)&m->qn.next;
+        if ((rc = phx_held_put(&t->held, m)) < 0)
+            phx_msg_free(m);   /* PHX_EEXIST: a packed index never repeats a key */
     }
     phx_worker_t *w = &n->workers[phx_worker_of(n, id)];
     uint64_t *slot = rc ? NULL : phx_map_put(&w->tasks, id);

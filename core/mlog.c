@@ -412,7 +412,7 @@ static void ml_on_restore(void *st, phx_tid_t tid)
         /* No replay follows a global rollback: what the checkpoint kept
          * held back may go now, but nothing would offer it again (the
          * KICK of a release is not packed). */
-        if (tv && ((phx_task_t *)(uintptr_t)*tv)->held)
+        if (tv && phx_held_len(&((phx_task_t *)(uintptr_t)*tv)->held))
             kick(g, tid);
         return;
     }
@@ -477,6 +477,25 @@ static int ml_admit(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, u
     }
     pthread_rwlock_unlock(&g->rep_lock);
     return hold;
+}
+
+/* Worker: the one message t may take next, where its replay says. */
+static int ml_admit_next(void *ctx, int worker, const phx_task_t *t, phx_tid_t *src, uint64_t *ssn)
+{
+    (void)worker;
+    mlog_t *g = ctx;
+    if (!atomic_load_explicit(&g->phase, memory_order_acquire) || !lost_home(g, t->id))
+        return 0;
+    pthread_rwlock_rdlock(&g->rep_lock);
+    rep_t *r = rep_of(g, t->id);
+    int known = 0;
+    if (r) {
+        pthread_mutex_lock(&r->mu);
+        known = phx_ml_task_next(&r->mt, t->rsn, src, ssn);
+        pthread_mutex_unlock(&r->mu);
+    }
+    pthread_rwlock_unlock(&g->rep_lock);
+    return known;
 }
 
 static void kick(mlog_t *g, uint64_t tid)
@@ -845,6 +864,7 @@ static int ml_init(phx_node_t *n, void **out)
         n->hook = hook;
         n->hook_ctx = g;
         n->admit = ml_admit;
+        n->admit_next = ml_admit_next;
         n->admit_ctx = g;
     }
     *out = g;
@@ -1109,7 +1129,8 @@ static void ml_stop(void *st)
             if (!w->tasks.keys[k])
                 continue;
             phx_task_t *t = (phx_task_t *)(uintptr_t)w->tasks.vals[k];
-            for (phx_msg_t *x = t->held; x; x = (phx_msg_t *)x->qn.next) {
+            size_t j = 0;
+            for (const phx_msg_t *x; (x = phx_held_next(&t->held, &j));) {
                 uint64_t *l = phx_map_get(&t->in_ssn, x->hdr.src);
                 phx_evlog("mlog_held", "\"task\":\"%#llx\",\"rsn\":%llu,\"src\":\"%#llx\",\"ssn\":%llu,\"last\":%llu",
                           (unsigned long long)t->id, (unsigned long long)t->rsn, (unsigned long long)x->hdr.src,
@@ -1166,6 +1187,7 @@ static void ml_destroy(void *st)
     }
     if (g->n->admit_ctx == g) {
         g->n->admit = NULL;
+        g->n->admit_next = NULL;
         g->n->admit_ctx = NULL;
     }
     free_replays(g);

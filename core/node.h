@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "core/config.h"
+#include "core/held.h"
 #include "core/map.h"
 #include "core/msg.h"
 #include "core/phalanx.h"
@@ -45,7 +46,7 @@ typedef struct phx_task {
     uint64_t rsn;               /* receive sequence number of the last delivery */
     phx_map_t out_ssn;          /* dst tid -> last SSN sent */
     phx_map_t in_ssn;           /* src tid -> last SSN delivered */
-    phx_msg_t *held;            /* early messages waiting for a gap to fill */
+    phx_held_t held;            /* early or not yet admitted messages, by <src, ssn> */
     _Alignas(16) uint8_t state[];
 } phx_task_t;
 
@@ -66,6 +67,10 @@ typedef void (*phx_deliver_hook_fn)(void *ctx, int worker, phx_tid_t dst, phx_ti
  * logging replays a restored task in its recorded order). Held messages
  * are offered again after each delivery to t and on a PHX_MK_KICK. */
 typedef int (*phx_admit_hook_fn)(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, uint64_t ssn);
+/* Beside it, optional: 1 and <*src, *ssn> when that is the one message t
+ * may take next (a replay follows its determinants), so the worker looks
+ * it up instead of offering each held one; 0 when it cannot say. */
+typedef int (*phx_admit_next_fn)(void *ctx, int worker, const phx_task_t *t, phx_tid_t *src, uint64_t *ssn);
 
 struct phx_worker {
     phx_node_t *node;
@@ -146,6 +151,7 @@ struct phx_node {
     phx_deliver_hook_fn hook;
     void *hook_ctx;
     phx_admit_hook_fn admit;    /* NULL: every in-order message is delivered */
+    phx_admit_next_fn admit_next;
     void *admit_ctx;
 
     /* Recovery mode (core/recovery.h): its hooks and state (comm thread). */

@@ -114,11 +114,7 @@ void phx_task_free(phx_task_t *t)
         ty->fini(t->state);
     phx_map_free(&t->out_ssn);
     phx_map_free(&t->in_ssn);
-    while (t->held) {
-        phx_msg_t *m = t->held;
-        t->held = (phx_msg_t *)m->qn.next;
-        phx_msg_free(m);
-    }
+    phx_held_free(&t->held);
     free(t);
 }
 
@@ -162,69 +158,79 @@ static int admitted(phx_worker_t *w, const phx_task_t *t, const phx_msg_t *m)
     return !n->admit || !n->admit(n->admit_ctx, w->id, t, m->hdr.src, m->hdr.ssn);
 }
 
-/* Frees held copies of messages already delivered. Under mlog-team a
- * rolled-back task may hold two copies of one message (its old run's frame
- * and the hand-back's, or a team-mate's regenerated one) while its replay
- * waits: once one is delivered the other could never be. */
-static void drop_held_dups(phx_worker_t *w, phx_task_t *t)
+/* Drops t's held copy of <src, ssn>, which is being delivered: under
+ * mlog-team a rolled-back task may hold one copy of a message (its old
+ * run's frame, or the hand-back's) while another is admitted. */
+static void drop_held_copy(phx_worker_t *w, phx_task_t *t, phx_tid_t src, uint64_t ssn)
 {
-    phx_msg_t *prev = NULL, *x = t->held;
-    while (x) {
-        phx_msg_t *nx = (phx_msg_t *)x->qn.next;
-        uint64_t *last = phx_map_get(&t->in_ssn, x->hdr.src);
-        if (last && x->hdr.ssn <= *last) {
-            if (prev)
-                prev->qn.next = x->qn.next;
-            else
-                t->held = nx;
-            PHX_CNT_ADD(w->n_dups, 1);
-            phx_msg_free(x);
-        } else
-            prev = x;
-        x = nx;
+    phx_msg_t *x = phx_held_len(&t->held) ? phx_held_take(&t->held, src, ssn) : NULL;
+    if (x) {
+        PHX_CNT_ADD(w->n_dups, 1);
+        phx_msg_free(x);
     }
 }
 
-/* With an admission hook any held message may have become deliverable:
- * offer them all until none is (survivors never hold). A replay can hold a
- * whole checkpoint interval of a task's messages at once, so each pass
- * delivers every message it can on its way (held in arrival order, a pass
- * follows the recorded order mostly) instead of restarting from the head
- * after each: a restart per delivery made a replay quadratic in what it
- * held. Handlers never touch t->held, so the list stays valid across run. */
+/* Delivers held x (taken from t->held, next in its sender's stream).
+ * Returns 1 if t was destroyed, -1 if the job is ending. */
+static int run_held(phx_worker_t *w, phx_task_t *t, phx_msg_t *x)
+{
+    uint64_t *last = phx_map_put(&t->in_ssn, x->hdr.src);
+    if (!last) {
+        lose(w, x, "out of memory tracking a sender's stream");
+        return -1;
+    }
+    *last = x->hdr.ssn;
+    int gone = run(w, t, x);
+    phx_msg_free(x);
+    return gone;
+}
+
+/* Takes the held message that continues src's stream, if it may go now. */
+static phx_msg_t *take_next(phx_worker_t *w, phx_task_t *t, phx_tid_t src)
+{
+    const uint64_t *last = phx_map_get(&t->in_ssn, src);
+    uint64_t ssn = (last ? *last : 0) + 1;
+    phx_msg_t *x = phx_held_take(&t->held, src, ssn);
+    if (x && !admitted(w, t, x)) {
+        if (phx_held_put(&t->held, x) < 0) {   /* it was just there: cannot fail */
+            lose(w, x, "out of memory holding a message back");
+            return NULL;
+        }
+        x = NULL;
+    }
+    return x;
+}
+
+/* With an admission hook any held message may have become deliverable.
+ * A replay names the one it delivers next (admit_next): O(1) per delivery,
+ * where scanning what a whole checkpoint interval left waiting made a
+ * replay quadratic in it. Otherwise every sender's next message is offered,
+ * following each stream as far as it goes, until none is taken (survivors
+ * never hold). Handlers never touch t->held. */
 static void retry_held(phx_worker_t *w, phx_tid_t id)
 {
+    phx_node_t *n = w->node;
     for (int progressed = 1; progressed;) {
         progressed = 0;
         uint64_t *v = phx_map_get(&w->tasks, id);
-        if (!v)
+        if (!v || !phx_held_len(&((phx_task_t *)(uintptr_t)*v)->held))
             return;
         phx_task_t *t = (phx_task_t *)(uintptr_t)*v;
-        drop_held_dups(w, t);
-        phx_msg_t *prev = NULL, *x = t->held;
-        while (x) {
-            phx_msg_t *nx = (phx_msg_t *)x->qn.next;
-            uint64_t *last = phx_map_get(&t->in_ssn, x->hdr.src);
-            if (x->hdr.ssn != (last ? *last : 0) + 1 || !admitted(w, t, x)) {
-                prev = x;
-                x = nx;
-                continue;
-            }
-            if (prev)
-                prev->qn.next = x->qn.next;
-            else
-                t->held = nx;
-            if (!last && !(last = phx_map_put(&t->in_ssn, x->hdr.src))) {
-                lose(w, x, "out of memory tracking a sender's stream");
-                return;
-            }
-            *last = x->hdr.ssn;
-            int gone = run(w, t, x);
-            phx_msg_free(x);
-            if (gone)
-                return;
-            x = nx;
-            progressed = 1;
+        phx_tid_t src;
+        uint64_t ssn;
+        if (n->admit_next && n->admit_next(n->admit_ctx, w->id, t, &src, &ssn)) {
+            const uint64_t *last = phx_map_get(&t->in_ssn, src);
+            phx_msg_t *x = ssn == (last ? *last : 0) + 1 ? take_next(w, t, src) : NULL;
+            progressed = x && !run_held(w, t, x);
+            continue;
+        }
+        /* A delivery changes the index under the walk: restart it then. */
+        size_t i = 0;
+        for (phx_msg_t *x; !progressed && (x = phx_held_next(&t->held, &i));) {
+            src = x->hdr.src;
+            for (phx_msg_t *y; (y = take_next(w, t, src)); progressed = 1)
+                if (run_held(w, t, y))
+                    return;
         }
     }
 }
@@ -251,26 +257,23 @@ static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
         return;
     }
     if (m->hdr.ssn > *last + 1 || !admitted(w, t, m)) {
-        /* At the tail: retry_held's passes then meet them in arrival order. */
-        m->qn.next = NULL;
-        if (!t->held)
-            t->held = m;
-        else {
-            phx_msg_t *y = t->held;
-            while (y->qn.next)
-                y = (phx_msg_t *)y->qn.next;
-            y->qn.next = &m->qn;
-        }
-        PHX_CNT_ADD(w->n_reordered, 1);
+        int rc = phx_held_put(&t->held, m);
+        if (rc == PHX_EEXIST) {   /* a second copy of a re-sent message */
+            PHX_CNT_ADD(w->n_dups, 1);
+            phx_msg_free(m);
+        } else if (rc < 0)
+            lose(w, m, "out of memory holding a message back");
+        else
+            PHX_CNT_ADD(w->n_reordered, 1);
         return;
     }
     *last = m->hdr.ssn;
+    drop_held_copy(w, t, src, m->hdr.ssn);
     phx_tid_t id = t->id;
-    if (run(w, t, m)) {
-        phx_msg_free(m);
-        return;
-    }
+    int gone = run(w, t, m);
     phx_msg_free(m);
+    if (gone)
+        return;
     if (w->node->admit) {
         retry_held(w, id);
         return;
@@ -281,24 +284,8 @@ static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
         if (!v)
             return;
         t = (phx_task_t *)(uintptr_t)*v;
-        last = phx_map_get(&t->in_ssn, src);
-        phx_msg_t *prev = NULL, *x = t->held;
-        while (x && !(x->hdr.src == src && x->hdr.ssn == *last + 1)) {
-            prev = x;
-            x = (phx_msg_t *)x->qn.next;
-        }
-        if (x) {
-            if (prev)
-                prev->qn.next = x->qn.next;
-            else
-                t->held = (phx_msg_t *)x->qn.next;
-        }
-        if (!x)
-            return;
-        *last = x->hdr.ssn;
-        int gone = run(w, t, x);
-        phx_msg_free(x);
-        if (gone)
+        phx_msg_t *x = phx_held_len(&t->held) ? take_next(w, t, src) : NULL;
+        if (!x || run_held(w, t, x))
             return;
     }
 }

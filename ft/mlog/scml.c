@@ -153,6 +153,19 @@ int phx_ml_task_check(phx_ml_task_t *t, uint64_t cur, uint64_t src, uint64_t ssn
     return PHX_ML_DELIVER;
 }
 
+int phx_ml_task_next(const phx_ml_task_t *t, uint64_t cur, uint64_t *src, uint64_t *ssn)
+{
+    uint64_t next = cur + 1;
+    if (!t->replaying || next > t->rep_base + t->rep_n)
+        return 0;
+    const phx_det_t *d = &t->rep[next - t->rep_base - 1];
+    if (d->rsn != next)
+        return 0;
+    *src = d->sender;
+    *ssn = d->ssn;
+    return 1;
+}
+
 void phx_ml_task_free(phx_ml_task_t *t)
 {
     free(t->rep);

@@ -70,6 +70,9 @@ int phx_ml_task_release(phx_ml_task_t *t);
  * keeps (cur: its last delivered rsn): DELIVER or HOLD, no det made (the
  * runtime's delivery hook makes it). */
 int phx_ml_task_check(phx_ml_task_t *t, uint64_t cur, uint64_t src, uint64_t ssn);
+/* 1 and the <*src, *ssn> the delivery after cur must be, while an
+ * installed det names it; 0 otherwise (check decides then). */
+int phx_ml_task_next(const phx_ml_task_t *t, uint64_t cur, uint64_t *src, uint64_t *ssn);
 /* Frees the installed dets. */
 void phx_ml_task_free(phx_ml_task_t *t);
 

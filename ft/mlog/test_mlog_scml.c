@@ -743,7 +743,12 @@ static void test_replay_order(void **st)
     assert_int_equal(phx_ml_task_install(&t, &d6), 0);
     assert_int_equal(phx_ml_task_install(&t, &d5), 0);
     assert_int_equal(phx_ml_task_install(&t, &d5), 0);   /* repeats are fine */
-    uint64_t rsn;
+    uint64_t rsn, src, ssn;
+    assert_int_equal(phx_ml_task_next(&t, 4, &src, &ssn), 1);   /* the worker looks up <8, 3> */
+    assert_true(src == 8 && ssn == 3);
+    assert_int_equal(phx_ml_task_next(&t, 5, &src, &ssn), 1);
+    assert_true(src == 7 && ssn == 1);
+    assert_int_equal(phx_ml_task_next(&t, 6, &src, &ssn), 0);   /* beyond the dets: check decides */
     assert_int_equal(phx_ml_admit(ml, 0, &t, 7, 1, 1, &rsn), PHX_ML_HOLD);   /* rsn 6 before 5 */
     assert_int_equal(phx_ml_admit(ml, 0, &t, 8, 1, 3, &rsn), PHX_ML_DELIVER);
     assert_int_equal(rsn, 5);
