@@ -41,7 +41,8 @@
 #   JARGS="-N 2048 -i 2500 -c 250" jacobi's arguments for part 2, MODES2 its modes (none-T: none running jacobi -T, mlog-fast's baseline); part 3:
 #   RARGS="-N 2048 -i 950 -c 400 -V 8", K=790 (just before a multiple of -c),
 #   W=150 (K+W <= -i),
-#   HS="1 2 4" (the P values).
+#   HS="1 2 4" (the P values), PLOTS=DIR: keep the first round's killed runs'
+#   event logs there and draw their progress diagrams (tools/timeline).
 set -eu
 PARTS=${PARTS:-1,2,3}
 part() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
@@ -183,12 +184,16 @@ jrun() {   # jrun MODE HELPERS KILL: prints "ms cpu window_ms after_ms stall_ms 
             sleep 0.02
         done
         kill -9 "$(awk '$1 == 3 { print $2 }' "$T/pids")" 2>/dev/null
+        echo "{\"t\":$(date +%s%N),\"rank\":3,\"signal\":\"SIGKILL\"}" >"$T/kills.jsonl"
         for _ in $(seq 6000); do stalled_out && break; kill -0 "$j" 2>/dev/null || break; sleep 0.05; done
         : >"$T/gate.tmp" && mv -f "$T/gate.tmp" "$T/gate"
     fi
     local rc=0
     wait "$j" || rc=$?
     [ "$rc" = 0 ] || { echo "# $1 P=$2 kill=$3: exit $rc" && tail -3 "$T/err" | sed 's/^/#   /'; } >&2
+    if [ -n "${PLOTS:-}" ] && [ "$3" = 1 ] && [ "$round" = 1 ]; then   # the first round's runs, drawn below
+        mkdir -p "$PLOTS/$1-P$2" && cp "$T"/ev.*.jsonl "$T/kills.jsonl" "$PLOTS/$1-P$2/"
+    fi
     # The main task's progress: the window around the kill (iterations
     # K - 50 to K + W) and everything after it.
     python3 - "$T" "$K" "$W" "$(sed -n 's/.*(\([0-9.]*\) ms).*/\1/p' "$T/out" | tail -1)" \
@@ -248,7 +253,7 @@ pair() {   # pair NAME "fault-free fields" "kill fields"
         else
             printf "%s: fault-free exit %s checksum %s, with the kill exit %s checksum %s\n", $1, $10, $11, $20, $21 >>bad }'
 }
-for r in $(seq "$REPS"); do
+for round in $(seq "$REPS"); do
     pair cr "$(jrun cr 0 0)" "$(jrun cr 0 1)"
     a=$(jrun mlog-causal 0 0)
     for h in $HS; do
@@ -285,4 +290,12 @@ for h in $HS; do
         print "" }'
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Progress diagrams (issue 11): every block's iteration against wall time,
+# in the color of the node that ran it, for the first round's killed runs.
+for d in ${PLOTS:+"$PLOTS"/*-P*/}; do
+    m=$(basename "$d")
+    /usr/bin/python3 "$(dirname "$0")/../timeline/phx-timeline" -e "$d/ev.%r.jsonl" -k "$d/kills.jsonl" \
+        -o "$PLOTS/progress-$m" --series jacobi_blk:iter:blk \
+        --title "jacobi $RARGS, 8 nodes, rank 3 killed after iteration $K: $m" | sed "s/^/$m: /"
+done
 fi
