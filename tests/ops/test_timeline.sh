@@ -57,4 +57,25 @@ S=1700000000000000000
 cat "$TMP/syn.out"
 check "timeline: checkpoint, agreement and recovery drawn; restart interval to recovery's end" \
     eval 'grep -q "checkpoint" "$TMP/syn.svg" && grep -q "agreement" "$TMP/syn.svg" && grep -q "recovery" "$TMP/syn.svg" && grep -q "^rank 2: log ends at .*restart interval 0.300 s" "$TMP/syn.out" && grep -q "not JSON, skipped" "$TMP/syn.out"'
+    eval 'grep -q "checkpoint" "$TMP/syn.svg" && grep -q "agreement" "$TMP/syn.svg" && grep -q "recovery" "$TMP/syn.svg" && grep -q "^rank 2: log ends at .*restart interval 0.300 s" "$TMP/syn.out" && grep -q "not JSON, skipped" "$TMP/syn.out"'
+
+# --series: an app's own events, one line per key in the logging rank's
+# color; a key that moves to another rank (a restored task) goes on in that
+# rank's color; the restart interval ends at message logging's replay.
+{
+    for b in 0 1; do for i in 0 1 2 3 4; do
+        echo "{\"t\":$((S + i * 100000000)),\"rank\":$b,\"ev\":\"blk\",\"blk\":$b,\"iter\":$((i * 10))}"
+    done; done
+    echo "{\"t\":$((S + 450000000)),\"rank\":0,\"ev\":\"notice\",\"dead\":1}"
+    for i in 3 4 5; do echo "{\"t\":$((S + 500000000 + i * 10000000)),\"rank\":0,\"ev\":\"blk\",\"blk\":1,\"iter\":$((i * 10))}"; done
+    echo "{\"t\":$((S + 600000000)),\"rank\":0,\"ev\":\"mlog_replay_done\",\"tasks\":1}"
+} >"$TMP/ser.0.jsonl"
+echo "{\"t\":$((S + 440000000)),\"rank\":1,\"signal\":\"SIGKILL\"}" >"$TMP/ser.kills"
+"$PY" "$SRC/tools/timeline/phx-timeline" -e "$TMP/ser.%r.jsonl" -k "$TMP/ser.kills" -o "$TMP/ser" \
+    --series blk:iter:blk --total 50 >"$TMP/ser.out" 2>&1
+cat "$TMP/ser.out"
+check "timeline --series: both ranks' lines, the y axis names the series, the replay ends the interval" \
+    eval 'grep -q "rank 0" "$TMP/ser.svg" && grep -q "rank 1" "$TMP/ser.svg" && grep -q "blk iter / 50" "$TMP/ser.svg" && grep -q "^rank 1: killed at .*replay 0.160 s" "$TMP/ser.out"'
+"$PY" "$SRC/tools/timeline/phx-timeline" -e "$TMP/ser.%r.jsonl" -o "$TMP/ser2" --series blk >"$TMP/ser2.out" 2>&1
+check "timeline --series without a field is refused" grep -q "wants EV:FIELD" "$TMP/ser2.out"
 finish
