@@ -155,6 +155,9 @@ typedef struct cr {
      * tasks (survivors keep their state: the logs replay what it lost). */
     int partial_ok;             /* set by the layered mode */
     int rb_partial;             /* the decided round is partial */
+    phx_cr_partial_fn when;     /* which losses a partial round recovers (NULL: one) */
+    int pr;                     /* took part in a partial round since the last commit */
+    uint8_t *rep_pr;            /* coordinator: each reporter's pr (RB_STATE) */
     phx_cr_rolls_fn rolls;      /* team logging: live ranks that roll back too */
     int ck_hold, ck_deferred;   /* phx_cr_hold; a checkpoint asked for meanwhile */
     /* Termination by quiescence at the cut (ft/ckpt/quiet.h); cut = 0:
@@ -178,6 +181,32 @@ void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial)
 void phx_cr_partial_rolls(void *st, phx_cr_rolls_fn fn)
 {
     ((cr_t *)st)->rolls = fn;
+}
+
+void phx_cr_partial_when(void *st, phx_cr_partial_fn fn)
+{
+    ((cr_t *)st)->when = fn;
+}
+
+/* since[r] = 1 for each rank dead since epoch e: a rank dead before e hosts
+ * no slice in e's table (relocated), so these are the ranks still in it;
+ * every node's copy of e has the same table. Returns their number. */
+static int dead_since(const cr_t *c, const phx_ck_copy_t *slot, uint8_t *since)
+{
+    int k = 0;
+    for (int r = 0; r < c->size; r++) {
+        since[r] = 0;
+        for (int i = 0; slot && c->dead[r] && i < c->nloc && !since[r]; i++)
+            since[r] = slot->loc[i] == r;
+        k += since[r];
+    }
+    return k;
+}
+
+int phx_cr_lost_since(void *st, uint8_t *since)
+{
+    cr_t *c = st;
+    return dead_since(c, phx_ck_store_get(&c->store, c->rb_epoch), since);
 }
 
 /* In a partial round: does live rank r roll its own tasks back too? */
@@ -842,6 +871,8 @@ static void drain_queue(phx_node_t *n, struct cds_wfcq_head *h, struct cds_wfcq_
 static void discard_all(cr_t *c)
 {
     phx_node_t *n = c->n;
+    if (!c->rb_partial)
+        c->pr = 0;   /* every task is back at the epoch */
     if (c->lis && !c->rb_partial)   /* a team-mate's rollback keeps its logs */
         c->lis(c->lis_arg, PHX_CR_ROLLBACK, c->rb_epoch);
     int64_t work = 0, inbound = 0, outw = 0, unused = 0;
@@ -1203,6 +1234,7 @@ static void on_commit(cr_t *c, uint64_t id)
     PHX_INFO("ckpt", "epoch %llu committed (%zu bytes here, %.1f ms)", (unsigned long long)c->ck_epoch,
              c->ck_bytes, ms);
     c->phase = PH_IDLE;
+    c->pr = 0;
     if (c->lis)
         c->lis(c->lis_arg, PHX_CR_COMMIT, c->ck_epoch);
     resume_workers(c);
@@ -1281,7 +1313,7 @@ static uint8_t *enc_epoch_set(cr_t *c, uint64_t e, int flag, size_t *len)
 static void rb_send_state(cr_t *c)
 {
     size_t len;
-    uint8_t *buf = enc_epoch_set(c, c->store.committed, -1, &len);
+    uint8_t *buf = enc_epoch_set(c, c->store.committed, c->pr, &len);
     if (!buf)
         return;
     ctl(c, coord(c), RB_STATE, (uint64_t)c->ndead, buf, len);
@@ -1389,9 +1421,13 @@ static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
     int rc = 0;
     /* mlog-team: the dead node's team-mates reload their own copy too. */
     int team = c->rb_partial && rolls_back(c, c->self);
-    if (c->rb_partial)
+    if (c->rb_partial) {
         /* Survivors keep running state, queues and links: nothing is stale. */
         phx_evlog("partial_restore", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+        c->pr = 1;
+        if (c->lis)   /* before on_restore of any task of this round */
+            c->lis(c->lis_arg, PHX_CR_PARTIAL_BEGIN, c->rb_epoch);
+    }
     if (!c->rb_partial || team) {
         discard_all(c);
         /* The marker closes the lost future on every link. A team-mate
@@ -1593,22 +1629,23 @@ static void rb_try_decide(cr_t *c)
         ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
         return;
     }
-    /* Message logging covers one failure per checkpoint period (k = 1; a
-     * second one may have taken determinants with it): then the global
-     * rollback. A rank that died before epoch e hosts no slice in e's table
-     * (relocated), so the ranks dead since e are those still in it; every
-     * node's copy of e has the same table, so any coordinator decides alike
-     * (core/mlog.c resets its count at the same commit). */
-    int since = 0;
-    for (int r = 0; slot && r < c->size; r++)
-        for (int i = 0; c->dead[r] && i < c->nloc; i++)
-            if (slot->loc[i] == r) {
-                since++;
-                break;
-            }
+    /* Message logging recovers the failures of one checkpoint period
+     * partially where the mode's rule says every determinant they need
+     * survives (ft/mlog/multi.h; without a rule: one failure). The rule
+     * sees the ranks dead since e (dead_since) and whether a live rank took
+     * part in a partial round since e already (its report's pr: a later
+     * failure would need that round's moved tasks rolled back). The reports
+     * of this round's dead set all arrived, so any coordinator decides
+     * alike (core/mlog.c resets its period at the same commit). */
+    uint8_t *since = calloc((size_t)c->size, 1);
+    int nsince = since ? dead_since(c, slot, since) : 0, replayed = 0;
+    for (int r = 0; r < c->size; r++)
+        replayed |= !c->dead[r] && c->rep_pr[r];
+    int rule = !since ? 0 : c->when ? c->when(c->lis_arg, c->dead, since, replayed) : nsince == 1 && !replayed;
+    free(since);
     /* ... and only where the dead node's tasks go to the survivors (a spare
      * or a respawned newcomer starts from the buddy copy alone). */
-    int partial = c->partial_ok && since == 1 && !disk && !strcmp(c->n->cfg.restart_on, "survivors");
+    int partial = c->partial_ok && rule && !disk && !strcmp(c->n->cfg.restart_on, "survivors");
     /* ... and only where some live rank keeps running (mlog-team). */
     int keeps = !c->rolls;
     for (int r = 0; !keeps && r < c->size; r++)
@@ -1925,7 +1962,8 @@ static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint
         on_commit(c, h->ssn);
         break;
     case RB_STATE:
-        if (len == 8 + (size_t)c->size) {
+        if (len == 9 + (size_t)c->size && peer >= 0 && peer < c->size) {
+            c->rep_pr[peer] = p[8 + c->size];
             phx_ck_round_report(&c->round, peer, p + 8, phx_get_le64(p));
             rb_try_decide(c);
         }
@@ -2055,6 +2093,7 @@ static int cr_init(phx_node_t *n, void **out)
     c->buddy = calloc(sz, sizeof *c->buddy);
     c->rj_inc = calloc(sz, sizeof *c->rj_inc);
     c->lost = calloc(sz, 1);
+    c->rep_pr = calloc(sz, 1);
     c->fresh = calloc(sz, 1);
     c->rj_loc = calloc((size_t)c->nloc, sizeof *c->rj_loc);
     c->rj_buddy = calloc(sz, sizeof *c->rj_buddy);
@@ -2066,7 +2105,7 @@ static int cr_init(phx_node_t *n, void **out)
     uint32_t *host = calloc(sz, sizeof *host);
     *out = c;
     if (!c->ring || !c->loc || !c->buddy || !c->dead || !c->done || !c->lh || !c->lt || !c->wgen || !c->disk_ok || !host ||
-        !c->xfer || !c->xfer_len || !c->xfer_epoch || !c->xfer_done || !c->rj_inc || !c->lost || !c->fresh ||
+        !c->xfer || !c->xfer_len || !c->xfer_epoch || !c->xfer_done || !c->rj_inc || !c->lost || !c->rep_pr || !c->fresh ||
         !c->rj_loc || !c->rj_buddy || phx_ck_join_init(&c->join, n->size) ||
         phx_ck_commit_init(&c->commit, n->size) || phx_ck_round_init(&c->round, n->size) ||
         phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc) ||
@@ -2227,6 +2266,7 @@ static void cr_destroy(void *st)
     phx_ck_quiet_free(&c->quiet);
     free(c->rj_inc);
     free(c->lost);
+    free(c->rep_pr);
     free(c->fresh);
     free(c->rj_loc);
     free(c->rj_buddy);

@@ -19,8 +19,10 @@
  *   - cr's commit of an epoch empties the logs (Alg. 4).
  * Recovery ("partial recovery" below): the first failure of a checkpoint
  * period restores only the dead node's tasks, survivors hand back dets and
- * logged messages and keep running; a second one in the same period falls
- * back to cr's global rollback. A period ends at the first commit after its
+ * logged messages and keep running; so do two failures in one round where
+ * ft/mlog/multi.h's rule says their dets survived (mlog-fast; mlog-
+ * pessimistic when neither stored the other's); any other failure in the
+ * period falls back to cr's global rollback. A period ends at the first commit after its
  * recovery ended everywhere (period_reset): the logs and dets were dropped
  * and the moved tasks are stored twice again.
  *
@@ -40,6 +42,7 @@
 #include "core/metrics.h"
 #include "core/node.h"
 #include "core/recovery.h"
+#include "ft/mlog/multi.h"
 #include "ft/mlog/scml.h"
 #include "ft/mlog/team.h"
 #include "phx_err.h"
@@ -87,6 +90,7 @@ typedef struct mlog {
     uint64_t trailers;          /* det frames sent ahead of an app frame */
     /* Partial recovery (the first failure of a checkpoint period). */
     int nfail, full_rb;         /* failures this period; a global rollback happened in it */
+    int part;                   /* this node took part in the period's partial round */
     phx_map_t rep;              /* task id of the dead node -> rep_t *, under rep_lock */
     pthread_rwlock_t rep_lock;  /* workers read, the comm thread adds records */
     _Atomic int nrep;           /* records in rep */
@@ -305,17 +309,24 @@ static void own_stop(mlog_t *g)
 }
 
 static void period_reset(mlog_t *g, uint64_t epoch);
+static void partial_begin(mlog_t *g);
 
 static void ml_listen(void *arg, int what, uint64_t epoch)
 {
     mlog_t *g = arg;
     if (what == PHX_CR_COMMIT && g->nfail)
         period_reset(g, epoch);
+    if (what == PHX_CR_PARTIAL_BEGIN) {
+        partial_begin(g);
+        return;
+    }
     if (what == PHX_CR_PARTIAL) {
         partial_handback(g);
         return;
     }
     if (what == PHX_CR_ROLLBACK) {
+        if (g->nfail > 1 && !g->full_rb && !g->part)   /* the rule's fallback (a later one logged at failure) */
+            phx_evlog("mlog_fallback", "\"failures\":%d,\"reason\":\"rule\"", g->nfail);
         g->full_rb = 1;
         atomic_store(&g->own_on, 0);   /* no partial recovery follows a global rollback */
         phx_team_relog_clear(&g->relog);
@@ -408,7 +419,7 @@ static void ml_on_restore(void *st, phx_tid_t tid)
         return;
     phx_worker_t *w = &n->workers[phx_worker_of(n, tid)];
     uint64_t *tv = phx_map_get(&w->tasks, tid);
-    if (g->full_rb || g->nfail != 1) {
+    if (g->full_rb || !g->part) {
         /* No replay follows a global rollback: what the checkpoint kept
          * held back may go now, but nothing would offer it again (the
          * KICK of a release is not packed). */
@@ -730,17 +741,36 @@ static int team_rollback(mlog_t *g)
     return h.err;
 }
 
+/* cr's partial round restores here (workers paused), before any task. */
+static void partial_begin(mlog_t *g)
+{
+    phx_node_t *n = g->n;
+    uint8_t *since = calloc((size_t)n->size, 1);
+    int k = since ? phx_cr_lost_since(g->cr, since) : -1;
+    int same = since && !memcmp(since, g->pdead, (size_t)n->size);
+    free(since);
+    if (g->full_rb || g->part || !same) {
+        /* This node's period disagrees with the round cr decided: it missed
+         * the commit that began a new period (a failure raced the COMMIT
+         * frame), or took part in a round the decision did not count.
+         * Ending beats a replay without records (never seen in tests). */
+        fprintf(stderr, "phalanx: rank %d: message logging: this node's failures of the period (%d) disagree "
+                        "with the partial recovery decided (%d); ending the job rather than replay without "
+                        "determinants\n", n->rank, g->nfail, k);
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    g->part = 1;
+    if (g->nfail > 1)
+        phx_evlog("mlog_partial_multi", "\"failures\":%d", g->nfail);
+}
+
 static void partial_handback(mlog_t *g)
 {
     phx_node_t *n = g->n;
-    if (g->full_rb || g->nfail != 1) {
-        /* cr decided a partial round this node counts as a second failure
-         * of the period: it missed the commit that began a new one (a
-         * failure raced the COMMIT frame). Its restored tasks have no replay
-         * records, so ending beats a replay in arrival order. */
-        fprintf(stderr, "phalanx: rank %d: message logging: this node's failure count (%d) disagrees with the "
-                        "partial recovery decided; ending the job rather than replay without determinants\n",
-                n->rank, g->nfail);
+    if (g->full_rb || !g->part) {
+        fprintf(stderr, "phalanx: rank %d: message logging: a partial recovery ended here without its start; "
+                        "ending the job rather than replay without determinants\n", n->rank);
         phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
         return;
     }
@@ -795,6 +825,15 @@ static void partial_handback(mlog_t *g)
     try_release(g);
 }
 
+/* cr's coordinator: may the losses of this period be recovered partially? */
+static int ml_when(void *arg, const uint8_t *dead, const uint8_t *since, int replayed)
+{
+    mlog_t *g = arg;
+    phx_mld_mode_t m = g->fast ? PHX_MLD_FAST : g->pess ? PHX_MLD_PESSIMISTIC : g->team ? PHX_MLD_TEAM
+                                                                                       : PHX_MLD_CAUSAL;
+    return phx_mld_partial(m, g->n->size, dead, since, replayed) == PHX_MLD_PARTIAL;
+}
+
 static int ml_init(phx_node_t *n, void **out)
 {
     mlog_t *g = calloc(1, sizeof *g);
@@ -832,6 +871,7 @@ static int ml_init(phx_node_t *n, void **out)
         return rc;
     }
     phx_cr_listen(g->cr, ml_listen, g, 1);
+    phx_cr_partial_when(g->cr, ml_when);
     if (g->team > 1)
         phx_cr_partial_rolls(g->cr, ml_rolls);
     const char *hf = getenv("PHX_MLOG_TEST_HOLD_RELEASE");
@@ -1027,6 +1067,7 @@ static void period_reset(mlog_t *g, uint64_t epoch)
               g->full_rb);
     g->nfail = 0;
     g->full_rb = 0;
+    g->part = 0;
     memset(g->pdead, 0, (size_t)g->n->size);
     memset(g->rb, 0, (size_t)g->n->size);
     memset(g->done, 0, (size_t)g->n->size);
@@ -1061,16 +1102,18 @@ static int ml_on_failure(void *st, int rank)
             (void)phx_team_rollback_set(g->n->size, g->team, g->pdead, g->rb);
         g->rb[rank] = 1;
     }
-    /* cr restores only the dead node's tasks on the first failure of a
-     * checkpoint period (k = 1: a later one may have taken determinants
-     * with it, so it rolls back globally). */
-    if (g->nfail > 1) {
+    /* A failure after this node took part in the period's partial round
+     * (or after a global rollback in it) rolls back globally: cr's
+     * coordinator decides so from this node's report (pr), and the replay
+     * under way here is void. One before that waits for cr's decision (two
+     * in one round may be recovered partially: ft/mlog/multi.h). */
+    if (g->nfail > 1 && (g->part || g->full_rb)) {
         phx_evlog("mlog_fallback", "\"dead\":%d,\"reason\":\"second failure\"", rank);
         drop_replays(g);
     } else
         try_release_if_started(g);   /* a release waits for every live rank's hand-back: one fewer now */
     int rc = CR->on_failure(g->cr, rank);
-    if (g->nfail > 1 && g->ck_held) {   /* after cr left PH_IDLE: nothing begins here */
+    if (g->nfail > 1 && (g->part || g->full_rb) && g->ck_held) {   /* after cr left PH_IDLE: nothing begins here */
         g->ck_held = 0;
         phx_cr_hold(g->cr, 0);
     }
