@@ -105,8 +105,9 @@ void phx_recovery_free(phx_node_t *n);
 extern const phx_recovery_ops_t phx_recovery_cr;
 /* A mode built on cr's state (st from phx_recovery_cr.init) hears of each
  * commit of an epoch and each rollback to one, on the comm thread while
- * every worker is paused. With partial set, the first failure of the job
- * restores only the dead node's tasks (from its buddy's copy, spread over
+ * every worker is paused. With partial set, the first failure of a
+ * checkpoint period (or the losses phx_cr_partial_when allows) restores
+ * only the dead nodes' tasks (from its buddy's copy, spread over
  * the survivors as usual) and the survivors keep their state; the mode
  * hears PHX_CR_PARTIAL at the end of that round, workers still paused,
  * and must bring the restored tasks up to date (message logging). */

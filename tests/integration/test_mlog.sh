@@ -340,6 +340,10 @@ check "mlog-fast two kills: one partial round restored both, no rollback anywher
      logged "\"source\":\"buddy\",\"of\":5," && ! logged "\"ev\":\"rollback\"" && ! logged "\"ev\":\"mlog_fallback\""'
 check "mlog-fast two kills: survivors handed back logged messages" every_ge1 mlog_handback msgs
 check "mlog-fast two kills: no block ever went back on any node" monotone
+# The rule would recover a node + buddy under mlog-fast, but the copy is gone.
+kill_job fpair mlog-fast 3 4
+check "mlog-fast node + buddy (3, 4): exit 78 naming both, no checksum (got $RC)" eval \
+    '[ "$RC" = 78 ] && grep -qs "rank 3 and its buddy rank 4 both died" "$DIR/err" && [ -z "$(sum_of)" ]'
 # Rank 0 hosts the main task: restored at the checkpoint, it gets the
 # survivors' logged residuals of every later iteration back in any order
 # (campaign seed jacobi/mlog-fast/random:1020375844 exited 1 on it).
