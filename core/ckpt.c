@@ -156,7 +156,7 @@ typedef struct cr {
     int partial_ok;             /* set by the layered mode */
     int rb_partial;             /* the decided round is partial */
     phx_cr_partial_fn when;     /* which losses a partial round recovers (NULL: one) */
-    int pr;                     /* took part in a partial round since the last commit */
+    int pr;                     /* restored in a round (partial or not) since the last commit */
     uint8_t *rep_pr;            /* coordinator: each reporter's pr (RB_STATE) */
     phx_cr_rolls_fn rolls;      /* team logging: live ranks that roll back too */
     int ck_hold, ck_deferred;   /* phx_cr_hold; a checkpoint asked for meanwhile */
@@ -871,8 +871,6 @@ static void drain_queue(phx_node_t *n, struct cds_wfcq_head *h, struct cds_wfcq_
 static void discard_all(cr_t *c)
 {
     phx_node_t *n = c->n;
-    if (!c->rb_partial)
-        c->pr = 0;   /* every task is back at the epoch */
     if (c->lis && !c->rb_partial)   /* a team-mate's rollback keeps its logs */
         c->lis(c->lis_arg, PHX_CR_ROLLBACK, c->rb_epoch);
     int64_t work = 0, inbound = 0, outw = 0, unused = 0;
@@ -1424,7 +1422,6 @@ static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
     if (c->rb_partial) {
         /* Survivors keep running state, queues and links: nothing is stale. */
         phx_evlog("partial_restore", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
-        c->pr = 1;
         if (c->lis)   /* before on_restore of any task of this round */
             c->lis(c->lis_arg, PHX_CR_PARTIAL_BEGIN, c->rb_epoch);
     }
@@ -1500,6 +1497,9 @@ static void rejoin_restore(cr_t *c)
 static void do_rollback(cr_t *c)
 {
     phx_node_t *n = c->n;
+    /* Reported in later rounds of this period: a loss after a round began
+     * here is recovered partially by no rule (multi.h: `replayed`). */
+    c->pr = 1;
     if (c->rb_disk) {
         do_rollback_disk(c);
         return;
@@ -1632,9 +1632,10 @@ static void rb_try_decide(cr_t *c)
     /* Message logging recovers the failures of one checkpoint period
      * partially where the mode's rule says every determinant they need
      * survives (ft/mlog/multi.h; without a rule: one failure). The rule
-     * sees the ranks dead since e (dead_since) and whether a live rank took
-     * part in a partial round since e already (its report's pr: a later
-     * failure would need that round's moved tasks rolled back). The reports
+     * sees the ranks dead since e (dead_since) and whether a live rank
+     * restored in a round since e already (its report's pr: a later failure
+     * would need a partial round's moved tasks rolled back alone, and after
+     * a global one the lost tasks run elsewhere already). The reports
      * of this round's dead set all arrived, so any coordinator decides
      * alike (core/mlog.c resets its period at the same commit). */
     uint8_t *since = calloc((size_t)c->size, 1);

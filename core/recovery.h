@@ -124,8 +124,8 @@ void phx_cr_partial_rolls(void *st, phx_cr_rolls_fn fn);
 /* Which losses a partial round recovers: fn(arg, dead, since, replayed)
  * on the round's coordinator (comm thread; arg is the listener's) with
  * every dead rank, those dead since the round's epoch (they host slices in
- * its table) and whether a live rank took part in a partial round since
- * that epoch; 1: partial. It must depend on nothing else, so that every
+ * its table) and whether a live rank restored in a round since that
+ * epoch; 1: partial. It must depend on nothing else, so that every
  * coordinator decides alike. Without fn: one loss, nothing replayed. */
 typedef int (*phx_cr_partial_fn)(void *arg, const uint8_t *dead, const uint8_t *since, int replayed);
 void phx_cr_partial_when(void *st, phx_cr_partial_fn fn);

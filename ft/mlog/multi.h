@@ -12,8 +12,8 @@
  * (exit 78, or the disk epoch) before this is asked.
  *
  *  - One failure, first round of the period: partial, every mode.
- *  - A live rank already took part in a partial round of this period
- *    (`replayed`: a sequential second failure): global. Recovering it would
+ *  - A live rank already restored in a round of this period (`replayed`:
+ *    a sequential second failure, or one after a global round): global. Recovering it would
  *    roll back the tasks that round moved (only some of them, those on the
  *    new victim) and re-store the determinants kept on the first victim;
  *    neither is built.
