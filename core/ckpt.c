@@ -155,8 +155,11 @@ typedef struct cr {
      * tasks (survivors keep their state: the logs replay what it lost). */
     int partial_ok;             /* set by the layered mode */
     int rb_partial;             /* the decided round is partial */
+    int rb_seq;                 /* ... and sequential: only what the dead ranks host now moves */
     phx_cr_partial_fn when;     /* which losses a partial round recovers (NULL: one) */
-    int pr;                     /* restored in a round (partial or not) since the last commit */
+    /* Since the last commit: bit 0, a round restored here and is not over
+     * (or was global); bit 1, a partial round ended here (GO). */
+    int pr;
     uint8_t *rep_pr;            /* coordinator: each reporter's pr (RB_STATE) */
     phx_cr_rolls_fn rolls;      /* team logging: live ranks that roll back too */
     int ck_hold, ck_deferred;   /* phx_cr_hold; a checkpoint asked for meanwhile */
@@ -1389,11 +1392,19 @@ static void do_rollback_disk(cr_t *c)
     ctl(c, coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
 }
 
-/* Whether some slice hosted by x at the epoch (loc_e) moves to rank r. */
+/* Whether some slice hosted by x at the epoch (loc_e) moves to rank r. In
+ * a sequential partial round only slices whose host before the round
+ * (c->loc, until do_rollback replaces it) died move: the others were moved
+ * by the period's earlier round and keep running. */
+static int moving(const cr_t *c, int i)
+{
+    return !c->rb_seq || c->dead[c->loc[i]];
+}
+
 static int moves_to(const cr_t *c, const int *loc_e, const int *loc, int x, int r)
 {
     for (int i = 0; i < c->nloc; i++)
-        if (loc_e[i] == x && loc[i] == r)
+        if (loc_e[i] == x && loc[i] == r && moving(c, i))
             return 1;
     return 0;
 }
@@ -1414,7 +1425,7 @@ static int relocate(cr_t *c, const phx_ck_copy_t *slot, int *loc, int *lost, int
 
 /* Restores this node's copy and, as a buddy, its share of each dead node's
  * copy, which it ships to the other new hosts of that node's slices. */
-static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
+static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc, const int *keep)
 {
     int rc = 0;
     /* mlog-team: the dead node's team-mates reload their own copy too. */
@@ -1449,7 +1460,7 @@ static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
             if (r != c->self && !c->dead[r] && moves_to(c, slot->loc, loc, x, r))
                 rc = bulk_send(c, BK_XFER, r, x, (uint64_t)c->ndead, c->rb_epoch, slot->held[x], slot->held_len[x]);
         uint32_t k = 0;
-        rc = restore_blob(c, slot->held[x], slot->held_len[x], 0, loc, &k);
+        rc = restore_blob(c, slot->held[x], slot->held_len[x], 0, keep, &k);
         phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d", k, x, c->self);
     }
     return rc;
@@ -1497,9 +1508,8 @@ static void rejoin_restore(cr_t *c)
 static void do_rollback(cr_t *c)
 {
     phx_node_t *n = c->n;
-    /* Reported in later rounds of this period: a loss after a round began
-     * here is recovered partially by no rule (multi.h: `replayed`). */
-    c->pr = 1;
+    /* Reported in later rounds of this period (multi.h: `replayed`). */
+    c->pr |= 1;
     if (c->rb_disk) {
         do_rollback_disk(c);
         return;
@@ -1521,13 +1531,30 @@ static void do_rollback(cr_t *c)
         fatal(c, 1, "%s", "out of memory in recovery");
         return;
     }
-    int rc = relocate(c, slot, loc, &lost, &lost_buddy);
+    /* Sequential: from the table the period's first round made (the same
+     * on every node: each ended it), moving only what the dead host now. */
+    int rc = c->rb_seq ? phx_ck_relocate_p(c->size, c->nloc, c->loc, slot->buddy, c->dead,
+                                           c->n->cfg.recovery_helpers, loc, &lost, &lost_buddy)
+                       : relocate(c, slot, loc, &lost, &lost_buddy);
     if (rc == PHX_EUNRECOVERABLE) {
         free(loc);
         return;   /* the coordinator reports it and ends the job */
     }
+    /* What a buddy copy may restore here: only moving slices (the rest of
+     * a dead rank's tasks already run on their earlier round's hosts). */
+    int *keep = loc;
+    if (!rc && c->rb_seq) {
+        keep = malloc((size_t)c->nloc * sizeof *keep);
+        for (int i = 0; keep && i < c->nloc; i++)
+            keep[i] = moving(c, i) ? loc[i] : -1;
+        if (!keep) {
+            free(loc);
+            fatal(c, 1, "%s", "out of memory in recovery");
+            return;
+        }
+    }
     if (!rc && !c->restored_own) {
-        rc = restore_own(c, slot, loc);
+        rc = restore_own(c, slot, loc, keep);
         c->restored_own = 1;
     }
     /* The other buddies ship their share of the dead nodes' copies here. */
@@ -1540,11 +1567,13 @@ static void do_rollback(cr_t *c)
             continue;
         }
         uint32_t k = 0;
-        rc = restore_blob(c, c->xfer[x], c->xfer_len[x], 0, loc, &k);
+        rc = restore_blob(c, c->xfer[x], c->xfer_len[x], 0, keep, &k);
         c->xfer_done[x] = 1;
         phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", k, x,
                   c->self, slot->buddy[x]);
     }
+    if (keep != loc)
+        free(keep);
     if (rc) {
         free(loc);
         fatal(c, 1, "restoring a checkpoint failed: %s", phx_strerror(rc));
@@ -1639,9 +1668,16 @@ static void rb_try_decide(cr_t *c)
      * of this round's dead set all arrived, so any coordinator decides
      * alike (core/mlog.c resets its period at the same commit). */
     uint8_t *since = calloc((size_t)c->size, 1);
-    int nsince = since ? dead_since(c, slot, since) : 0, replayed = 0;
-    for (int r = 0; r < c->size; r++)
-        replayed |= !c->dead[r] && c->rep_pr[r];
+    int nsince = since ? dead_since(c, slot, since) : 0, replayed = 0, ended = 0, live = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (c->dead[r])
+            continue;
+        live++;
+        ended += c->rep_pr[r] == 2;
+        replayed |= c->rep_pr[r] ? PHX_CR_REPLAYED_OTHER : 0;
+    }
+    if (replayed && ended == live)   /* every live rank ended one partial round, nothing else */
+        replayed = PHX_CR_REPLAYED_ENDED;
     int rule = !since ? 0 : c->when ? c->when(c->lis_arg, c->dead, since, replayed) : nsince == 1 && !replayed;
     free(since);
     /* ... and only where the dead node's tasks go to the survivors (a spare
@@ -1652,7 +1688,8 @@ static void rb_try_decide(cr_t *c)
     for (int r = 0; !keeps && r < c->size; r++)
         keeps = !c->dead[r] && !rolls_back(c, r);
     partial &= keeps;
-    send_decision(c, e, disk | (partial ? 2 : 0));
+    int seq = partial && replayed == PHX_CR_REPLAYED_ENDED;
+    send_decision(c, e, disk | (partial ? 2 : 0) | (seq ? 4 : 0));
 }
 
 /* DECIDE's tail when ranks are taken in: u16 view, u32 incarnation per
@@ -1833,6 +1870,7 @@ static void on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
     c->rb_epoch = phx_get_le64(p);
     c->rb_disk = p[8 + c->size] & 1;
     c->rb_partial = (p[8 + c->size] >> 1) & 1;
+    c->rb_seq = (p[8 + c->size] >> 2) & 1;
     if (c->rb_partial)   /* an aborted checkpoint's markers must not count for its redo */
         for (int r = 0; r < c->size; r++)
             if (c->filt.ck_mark[r] > c->store.committed)
@@ -1856,6 +1894,8 @@ static void on_go(cr_t *c, uint64_t round)
     if ((int)round != c->ndead || c->phase != PH_REC || !c->restored)
         return;
     c->phase = PH_IDLE;
+    if (c->rb_partial)   /* ended: a later loss may be recovered from this table */
+        c->pr = (c->pr & ~1) | 2;
     xfer_clear(c);
     bulk_drop(c, BK_XFER, BK_TX | BK_RX);
     if (c->respawn) {

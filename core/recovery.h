@@ -124,9 +124,13 @@ void phx_cr_partial_rolls(void *st, phx_cr_rolls_fn fn);
 /* Which losses a partial round recovers: fn(arg, dead, since, replayed)
  * on the round's coordinator (comm thread; arg is the listener's) with
  * every dead rank, those dead since the round's epoch (they host slices in
- * its table) and whether a live rank restored in a round since that
- * epoch; 1: partial. It must depend on nothing else, so that every
+ * its table) and what the live ranks restored since that epoch: nothing
+ * (NONE), one partial round each, ended everywhere (ENDED: a sequential
+ * loss; the partial round then moves only what the newly dead host now),
+ * or anything else (OTHER: a round under way somewhere, a global one);
+ * 1: partial. It must depend on nothing else, so that every
  * coordinator decides alike. Without fn: one loss, nothing replayed. */
+enum { PHX_CR_REPLAYED_NONE = 0, PHX_CR_REPLAYED_ENDED = 1, PHX_CR_REPLAYED_OTHER = 2 };
 typedef int (*phx_cr_partial_fn)(void *arg, const uint8_t *dead, const uint8_t *since, int replayed);
 void phx_cr_partial_when(void *st, phx_cr_partial_fn fn);
 /* The decided round's since set (n bytes; comm thread); returns its size. */

@@ -13,7 +13,7 @@ int phx_mld_det_store(int n, const uint8_t *dead, const uint8_t *lost, int r)
 
 int phx_mld_partial(phx_mld_mode_t mode, int n, const uint8_t *dead, const uint8_t *lost, int replayed)
 {
-    if (n < 1 || !dead || !lost || replayed)
+    if (n < 1 || !dead || !lost || (replayed != PHX_MLD_REPLAYED_NONE && replayed != PHX_MLD_REPLAYED_ENDED))
         return PHX_MLD_GLOBAL;
     int k = 0, x[2] = { -1, -1 };
     for (int r = 0; r < n; r++) {
@@ -23,12 +23,12 @@ int phx_mld_partial(phx_mld_mode_t mode, int n, const uint8_t *dead, const uint8
             x[k] = r;
         k += lost[r] != 0;
     }
-    if (k == 1)
-        return PHX_MLD_PARTIAL;
+    if (k == 1)   /* ENDED with one loss: no new failure, never asked */
+        return replayed == PHX_MLD_REPLAYED_NONE ? PHX_MLD_PARTIAL : PHX_MLD_GLOBAL;
     if (k != 2)
         return PHX_MLD_GLOBAL;
     if (mode == PHX_MLD_FAST)
-        return PHX_MLD_PARTIAL;
+        return replayed == PHX_MLD_REPLAYED_NONE ? PHX_MLD_PARTIAL : PHX_MLD_GLOBAL;
     if (mode != PHX_MLD_PESSIMISTIC)
         return PHX_MLD_GLOBAL;
     for (int i = 0; i < 2; i++) {

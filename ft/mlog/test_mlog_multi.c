@@ -1,8 +1,9 @@
 /* The partial-or-global rule for failures of one checkpoint period
- * (ft/mlog/multi.c): one failure always partial; a failure after a partial
- * round of the period global; two at once partial under mlog-fast, under
- * mlog-pessimistic iff neither lost rank stored the other's determinants,
- * never under mlog-causal and mlog-team; three global. */
+ * (ft/mlog/multi.c): one failure always partial; two at once partial under
+ * mlog-fast, under mlog-pessimistic iff neither lost rank stored the
+ * other's determinants (also one after the first's partial round ended
+ * everywhere), never under mlog-causal and mlog-team; anything after
+ * another kind of round, or three, global. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,7 +32,8 @@ static void one_failure(void)
         for (int x = 0; x < N; x++) {
             CHECK(decide(MODES[i], NULL, 0, &x, 1, 0) == PHX_MLD_PARTIAL);
             /* a round again for the same loss after a partial one: never here, global if it were */
-            CHECK(decide(MODES[i], NULL, 0, &x, 1, 1) == PHX_MLD_GLOBAL);
+            CHECK(decide(MODES[i], NULL, 0, &x, 1, PHX_MLD_REPLAYED_ENDED) == PHX_MLD_GLOBAL);
+            CHECK(decide(MODES[i], NULL, 0, &x, 1, PHX_MLD_REPLAYED_OTHER) == PHX_MLD_GLOBAL);
         }
     int gone[] = { 2, 6 }, x = 3;
     CHECK(decide(PHX_MLD_CAUSAL, gone, 2, &x, 1, 0) == PHX_MLD_PARTIAL);   /* earlier periods do not count */
@@ -48,9 +50,18 @@ static void two_failures(void)
     CHECK(decide(PHX_MLD_PESSIMISTIC, NULL, 0, wrap, 2, 0) == PHX_MLD_GLOBAL);  /* 7's on 0 */
     CHECK(decide(PHX_MLD_CAUSAL, NULL, 0, a, 2, 0) == PHX_MLD_GLOBAL);
     CHECK(decide(PHX_MLD_TEAM, NULL, 0, a, 2, 0) == PHX_MLD_GLOBAL);
-    /* Sequential (a live rank replayed already): global in every mode. */
+    /* Anything but one partial round ended everywhere: global in every mode. */
     for (int i = 0; i < 4; i++)
-        CHECK(decide(MODES[i], NULL, 0, a, 2, 1) == PHX_MLD_GLOBAL);
+        CHECK(decide(MODES[i], NULL, 0, a, 2, PHX_MLD_REPLAYED_OTHER) == PHX_MLD_GLOBAL);
+    CHECK(decide(PHX_MLD_FAST, NULL, 0, a, 2, 7) == PHX_MLD_GLOBAL);   /* unknown: global */
+    /* Sequential (one partial round ended everywhere): pessimistic by the
+     * same pairs; fast, causal and team global. */
+    CHECK(decide(PHX_MLD_PESSIMISTIC, NULL, 0, a, 2, PHX_MLD_REPLAYED_ENDED) == PHX_MLD_PARTIAL);
+    CHECK(decide(PHX_MLD_PESSIMISTIC, NULL, 0, adj, 2, PHX_MLD_REPLAYED_ENDED) == PHX_MLD_GLOBAL);
+    CHECK(decide(PHX_MLD_PESSIMISTIC, NULL, 0, wrap, 2, PHX_MLD_REPLAYED_ENDED) == PHX_MLD_GLOBAL);
+    CHECK(decide(PHX_MLD_FAST, NULL, 0, a, 2, PHX_MLD_REPLAYED_ENDED) == PHX_MLD_GLOBAL);
+    CHECK(decide(PHX_MLD_CAUSAL, NULL, 0, a, 2, PHX_MLD_REPLAYED_ENDED) == PHX_MLD_GLOBAL);
+    CHECK(decide(PHX_MLD_TEAM, NULL, 0, a, 2, PHX_MLD_REPLAYED_ENDED) == PHX_MLD_GLOBAL);
     /* Rank 2 died in an earlier period: 1 stored on 3 since. */
     int g2[] = { 2 }, l13[] = { 1, 3 }, l14[] = { 1, 4 };
     CHECK(decide(PHX_MLD_PESSIMISTIC, g2, 1, l13, 2, 0) == PHX_MLD_GLOBAL);
@@ -85,6 +96,7 @@ static void pessimistic_exhaustive(void)
                 }
                 int got = phx_mld_partial(PHX_MLD_PESSIMISTIC, N, d, l, 0);
                 CHECK(got == (want ? PHX_MLD_PARTIAL : PHX_MLD_GLOBAL));
+                CHECK(phx_mld_partial(PHX_MLD_PESSIMISTIC, N, d, l, PHX_MLD_REPLAYED_ENDED) == got);
                 CHECK(phx_mld_partial(PHX_MLD_FAST, N, d, l, 0) == PHX_MLD_PARTIAL);
                 partial += want;
                 total++;
