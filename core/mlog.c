@@ -19,10 +19,12 @@
  *   - cr's commit of an epoch empties the logs (Alg. 4).
  * Recovery ("partial recovery" below): the first failure of a checkpoint
  * period restores only the dead node's tasks, survivors hand back dets and
- * logged messages and keep running; so do two failures in one round where
- * ft/mlog/multi.h's rule says their dets survived (mlog-fast; mlog-
- * pessimistic when neither stored the other's); any other failure in the
- * period falls back to cr's global rollback. A period ends at the first commit after its
+ * logged messages and keep running; so do two failures where
+ * ft/mlog/multi.h's rule says their dets survived (in one round: mlog-fast,
+ * mlog-pessimistic when neither stored the other's; the second after the
+ * first's round ended everywhere: mlog-pessimistic by the same pairs); any
+ * other failure in the period falls back to cr's global rollback. A period
+ * ends at the first commit after its
  * recovery ended everywhere (period_reset): the logs and dets were dropped
  * and the moved tasks are stored twice again.
  *
