@@ -345,6 +345,28 @@ check "mlog-pessimistic kill 1 during the replay: no block ever went back on any
 check "mlog-pessimistic kill 1 during the replay: both rounds' replays ended on every live node, then a commit began a new period" eval \
     '[ "$(grep -ls "\"ev\":\"mlog_replay_done\"" "$DIR"/ev.*.jsonl | wc -l)" = $((N - 2)) ] &&
      grep -qs "\"ev\":\"mlog_period\".*\"failures\":2,\"global\":0" "$DIR/ev.0.jsonl"'
+# The same schedule on the order-sensitive app (with PHX_MLOG_TEST_NO_DETS=1
+# it exits 3: the sequential round's replays need the dets handed back).
+DIR=$TMP/order-pseq; mkdir -p "$DIR"
+GATE=$(gate_new order-pseq); RGATE=$(gate_new order-pseq-release)
+PHX_MLOG_TEST_HOLD_RELEASE=$RGATE timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/order" \
+    --phx-ft=1 --phx-recovery=mlog-pessimistic --phx-eventlog="$DIR/ev.%r.jsonl" -k 400 -c 50 -H 120 -g "$GATE" \
+    >"$DIR/out" 2>"$DIR/err" &
+JOBPID=$!
+wait_for "$JOB_TIMEOUT" logged '"ev":"order_hold"' || fail "order-pseq: the hold never logged"
+wait_for "$JOB_TIMEOUT" settled 2 || fail "order-pseq: checkpoints never settled"
+wait_for 5 test -s "$DIR/pids"
+p3=$(awk '$1 == 3 { print $2 }' "$DIR/pids"); p1=$(awk '$1 == 1 { print $2 }' "$DIR/pids")
+kill -9 "$p3"
+gone "$p3" $((JOB_TIMEOUT * 1000)) || fail "order-pseq: rank 3 outlived SIGKILL"
+wait_for "$JOB_TIMEOUT" replay_holds || fail "order-pseq: the survivors never held their release"
+kill -9 "$p1"
+gone "$p1" $((JOB_TIMEOUT * 1000)) || fail "order-pseq: rank 1 outlived SIGKILL"
+wait_for "$JOB_TIMEOUT" eval 'grep -qs "\"ev\":\"recovery_done\".*\"round\":2" "$DIR/ev.0.jsonl" || ! kill -0 "$JOBPID" 2>/dev/null'
+gate_open "$RGATE"; gate_open "$GATE"
+finish_job
+check "order mlog-pessimistic, kill 1 during rank 3's replay: exit 0 and consistent (got $RC), a sequential partial round" eval \
+    '[ "$RC" = 0 ] && grep -q "consistent=yes" "$DIR/out" && logged "\"sequential\":1" && ! logged "\"ev\":\"rollback\""'
 kill_job pair mlog-causal 3 4
 check "mlog-causal node + buddy (3, 4): exit 78 naming both, no checksum" eval \
     '[ "$RC" = 78 ] && grep -qs "rank 3 and its buddy rank 4 both died" "$DIR/err" && [ -z "$(sum_of)" ]'
