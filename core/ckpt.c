@@ -155,6 +155,12 @@ typedef struct cr {
      * tasks (survivors keep their state: the logs replay what it lost). */
     int partial_ok;             /* set by the layered mode */
     int rb_partial;             /* the decided round is partial */
+    int rb_seq;                 /* ... and sequential: only what the dead ranks host now moves */
+    phx_cr_partial_fn when;     /* which losses a partial round recovers (NULL: one) */
+    /* Since the last commit: bit 0, a round restored here and is not over
+     * (or was global); bit 1, a partial round ended here (GO). */
+    int pr;
+    uint8_t *rep_pr;            /* coordinator: each reporter's pr (RB_STATE) */
     phx_cr_rolls_fn rolls;      /* team logging: live ranks that roll back too */
     int ck_hold, ck_deferred;   /* phx_cr_hold; a checkpoint asked for meanwhile */
     /* Termination by quiescence at the cut (ft/ckpt/quiet.h); cut = 0:
@@ -178,6 +184,32 @@ void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial)
 void phx_cr_partial_rolls(void *st, phx_cr_rolls_fn fn)
 {
     ((cr_t *)st)->rolls = fn;
+}
+
+void phx_cr_partial_when(void *st, phx_cr_partial_fn fn)
+{
+    ((cr_t *)st)->when = fn;
+}
+
+/* since[r] = 1 for each rank dead since epoch e: a rank dead before e hosts
+ * no slice in e's table (relocated), so these are the ranks still in it;
+ * every node's copy of e has the same table. Returns their number. */
+static int dead_since(const cr_t *c, const phx_ck_copy_t *slot, uint8_t *since)
+{
+    int k = 0;
+    for (int r = 0; r < c->size; r++) {
+        since[r] = 0;
+        for (int i = 0; slot && c->dead[r] && i < c->nloc && !since[r]; i++)
+            since[r] = slot->loc[i] == r;
+        k += since[r];
+    }
+    return k;
+}
+
+int phx_cr_lost_since(void *st, uint8_t *since)
+{
+    cr_t *c = st;
+    return dead_since(c, phx_ck_store_get(&c->store, c->rb_epoch), since);
 }
 
 /* In a partial round: does live rank r roll its own tasks back too? */
@@ -1192,6 +1224,7 @@ static void on_commit(cr_t *c, uint64_t id)
     PHX_INFO("ckpt", "epoch %llu committed (%zu bytes here, %.1f ms)", (unsigned long long)c->ck_epoch,
              c->ck_bytes, ms);
     c->phase = PH_IDLE;
+    c->pr = 0;
     if (c->lis)
         c->lis(c->lis_arg, PHX_CR_COMMIT, c->ck_epoch);
     resume_workers(c);
@@ -1270,7 +1303,7 @@ static uint8_t *enc_epoch_set(cr_t *c, uint64_t e, int flag, size_t *len)
 static void rb_send_state(cr_t *c)
 {
     size_t len;
-    uint8_t *buf = enc_epoch_set(c, c->store.committed, -1, &len);
+    uint8_t *buf = enc_epoch_set(c, c->store.committed, c->pr, &len);
     if (!buf)
         return;
     ctl(c, coord(c), RB_STATE, (uint64_t)c->ndead, buf, len);
@@ -1348,11 +1381,19 @@ static void do_rollback_disk(cr_t *c)
     ctl(c, coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
 }
 
-/* Whether some slice hosted by x at the epoch (loc_e) moves to rank r. */
+/* Whether some slice hosted by x at the epoch (loc_e) moves to rank r. In
+ * a sequential partial round only slices whose host before the round
+ * (c->loc, until do_rollback replaces it) died move: the others were moved
+ * by the period's earlier round and keep running. */
+static int moving(const cr_t *c, int i)
+{
+    return !c->rb_seq || c->dead[c->loc[i]];
+}
+
 static int moves_to(const cr_t *c, const int *loc_e, const int *loc, int x, int r)
 {
     for (int i = 0; i < c->nloc; i++)
-        if (loc_e[i] == x && loc[i] == r)
+        if (loc_e[i] == x && loc[i] == r && moving(c, i))
             return 1;
     return 0;
 }
@@ -1373,14 +1414,17 @@ static int relocate(cr_t *c, const phx_ck_copy_t *slot, int *loc, int *lost, int
 
 /* Restores this node's copy and, as a buddy, its share of each dead node's
  * copy, which it ships to the other new hosts of that node's slices. */
-static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
+static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc, const int *keep)
 {
     int rc = 0;
     /* mlog-team: the dead node's team-mates reload their own copy too. */
     int team = c->rb_partial && rolls_back(c, c->self);
-    if (c->rb_partial)
+    if (c->rb_partial) {
         /* Survivors keep running state, queues and links: nothing is stale. */
         phx_evlog("partial_restore", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+        if (c->lis)   /* before on_restore of any task of this round */
+            c->lis(c->lis_arg, PHX_CR_PARTIAL_BEGIN, c->rb_epoch);
+    }
     if (!c->rb_partial || team) {
         discard_all(c);
         /* The marker closes the lost future on every link. A team-mate
@@ -1405,7 +1449,7 @@ static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc)
             if (r != c->self && !c->dead[r] && moves_to(c, slot->loc, loc, x, r))
                 rc = bulk_send(c, BK_XFER, r, x, (uint64_t)c->ndead, c->rb_epoch, slot->held[x], slot->held_len[x]);
         uint32_t k = 0;
-        rc = restore_blob(c, slot->held[x], slot->held_len[x], 0, loc, &k);
+        rc = restore_blob(c, slot->held[x], slot->held_len[x], 0, keep, &k);
         phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d", k, x, c->self);
     }
     return rc;
@@ -1453,6 +1497,8 @@ static void rejoin_restore(cr_t *c)
 static void do_rollback(cr_t *c)
 {
     phx_node_t *n = c->n;
+    /* Reported in later rounds of this period (multi.h: `replayed`). */
+    c->pr |= 1;
     if (c->rb_disk) {
         do_rollback_disk(c);
         return;
@@ -1474,13 +1520,30 @@ static void do_rollback(cr_t *c)
         fatal(c, 1, "%s", "out of memory in recovery");
         return;
     }
-    int rc = relocate(c, slot, loc, &lost, &lost_buddy);
+    /* Sequential: from the table the period's first round made (the same
+     * on every node: each ended it), moving only what the dead host now. */
+    int rc = c->rb_seq ? phx_ck_relocate_p(c->size, c->nloc, c->loc, slot->buddy, c->dead,
+                                           c->n->cfg.recovery_helpers, loc, &lost, &lost_buddy)
+                       : relocate(c, slot, loc, &lost, &lost_buddy);
     if (rc == PHX_EUNRECOVERABLE) {
         free(loc);
         return;   /* the coordinator reports it and ends the job */
     }
+    /* What a buddy copy may restore here: only moving slices (the rest of
+     * a dead rank's tasks already run on their earlier round's hosts). */
+    int *keep = loc;
+    if (!rc && c->rb_seq) {
+        keep = malloc((size_t)c->nloc * sizeof *keep);
+        for (int i = 0; keep && i < c->nloc; i++)
+            keep[i] = moving(c, i) ? loc[i] : -1;
+        if (!keep) {
+            free(loc);
+            fatal(c, 1, "%s", "out of memory in recovery");
+            return;
+        }
+    }
     if (!rc && !c->restored_own) {
-        rc = restore_own(c, slot, loc);
+        rc = restore_own(c, slot, loc, keep);
         c->restored_own = 1;
     }
     /* The other buddies ship their share of the dead nodes' copies here. */
@@ -1493,11 +1556,13 @@ static void do_rollback(cr_t *c)
             continue;
         }
         uint32_t k = 0;
-        rc = restore_blob(c, c->xfer[x], c->xfer_len[x], 0, loc, &k);
+        rc = restore_blob(c, c->xfer[x], c->xfer_len[x], 0, keep, &k);
         c->xfer_done[x] = 1;
         phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", k, x,
                   c->self, slot->buddy[x]);
     }
+    if (keep != loc)
+        free(keep);
     if (rc) {
         free(loc);
         fatal(c, 1, "restoring a checkpoint failed: %s", phx_strerror(rc));
@@ -1582,28 +1647,38 @@ static void rb_try_decide(cr_t *c)
         ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
         return;
     }
-    /* Message logging covers one failure per checkpoint period (k = 1; a
-     * second one may have taken determinants with it): then the global
-     * rollback. A rank that died before epoch e hosts no slice in e's table
-     * (relocated), so the ranks dead since e are those still in it; every
-     * node's copy of e has the same table, so any coordinator decides alike
-     * (core/mlog.c resets its count at the same commit). */
-    int since = 0;
-    for (int r = 0; slot && r < c->size; r++)
-        for (int i = 0; c->dead[r] && i < c->nloc; i++)
-            if (slot->loc[i] == r) {
-                since++;
-                break;
-            }
+    /* Message logging recovers the failures of one checkpoint period
+     * partially where the mode's rule says every determinant they need
+     * survives (ft/mlog/multi.h; without a rule: one failure). The rule
+     * sees the ranks dead since e (dead_since) and whether a live rank
+     * restored in a round since e already (its report's pr: a later failure
+     * would need a partial round's moved tasks rolled back alone, and after
+     * a global one the lost tasks run elsewhere already). The reports
+     * of this round's dead set all arrived, so any coordinator decides
+     * alike (core/mlog.c resets its period at the same commit). */
+    uint8_t *since = calloc((size_t)c->size, 1);
+    int nsince = since ? dead_since(c, slot, since) : 0, replayed = 0, ended = 0, live = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (c->dead[r])
+            continue;
+        live++;
+        ended += c->rep_pr[r] == 2;
+        replayed |= c->rep_pr[r] ? PHX_CR_REPLAYED_OTHER : 0;
+    }
+    if (replayed && ended == live)   /* every live rank ended one partial round, nothing else */
+        replayed = PHX_CR_REPLAYED_ENDED;
+    int rule = !since ? 0 : c->when ? c->when(c->lis_arg, c->dead, since, replayed) : nsince == 1 && !replayed;
+    free(since);
     /* ... and only where the dead node's tasks go to the survivors (a spare
      * or a respawned newcomer starts from the buddy copy alone). */
-    int partial = c->partial_ok && since == 1 && !disk && !strcmp(c->n->cfg.restart_on, "survivors");
+    int partial = c->partial_ok && rule && !disk && !strcmp(c->n->cfg.restart_on, "survivors");
     /* ... and only where some live rank keeps running (mlog-team). */
     int keeps = !c->rolls;
     for (int r = 0; !keeps && r < c->size; r++)
         keeps = !c->dead[r] && !rolls_back(c, r);
     partial &= keeps;
-    send_decision(c, e, disk | (partial ? 2 : 0));
+    int seq = partial && replayed == PHX_CR_REPLAYED_ENDED;
+    send_decision(c, e, disk | (partial ? 2 : 0) | (seq ? 4 : 0));
 }
 
 /* DECIDE's tail when ranks are taken in: u16 view, u32 incarnation per
@@ -1784,6 +1859,7 @@ static void on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
     c->rb_epoch = phx_get_le64(p);
     c->rb_disk = p[8 + c->size] & 1;
     c->rb_partial = (p[8 + c->size] >> 1) & 1;
+    c->rb_seq = (p[8 + c->size] >> 2) & 1;
     if (c->rb_partial)   /* an aborted checkpoint's markers must not count for its redo */
         for (int r = 0; r < c->size; r++)
             if (c->filt.ck_mark[r] > c->store.committed)
@@ -1807,6 +1883,8 @@ static void on_go(cr_t *c, uint64_t round)
     if ((int)round != c->ndead || c->phase != PH_REC || !c->restored)
         return;
     c->phase = PH_IDLE;
+    if (c->rb_partial)   /* ended: a later loss may be recovered from this table */
+        c->pr = (c->pr & ~1) | 2;
     xfer_clear(c);
     bulk_drop(c, BK_XFER, BK_TX | BK_RX);
     if (c->respawn) {
@@ -1914,7 +1992,8 @@ static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint
         on_commit(c, h->ssn);
         break;
     case RB_STATE:
-        if (len == 8 + (size_t)c->size) {
+        if (len == 9 + (size_t)c->size && peer >= 0 && peer < c->size) {
+            c->rep_pr[peer] = p[8 + c->size];
             phx_ck_round_report(&c->round, peer, p + 8, phx_get_le64(p));
             rb_try_decide(c);
         }
@@ -2044,6 +2123,7 @@ static int cr_init(phx_node_t *n, void **out)
     c->buddy = calloc(sz, sizeof *c->buddy);
     c->rj_inc = calloc(sz, sizeof *c->rj_inc);
     c->lost = calloc(sz, 1);
+    c->rep_pr = calloc(sz, 1);
     c->fresh = calloc(sz, 1);
     c->rj_loc = calloc((size_t)c->nloc, sizeof *c->rj_loc);
     c->rj_buddy = calloc(sz, sizeof *c->rj_buddy);
@@ -2055,7 +2135,7 @@ static int cr_init(phx_node_t *n, void **out)
     uint32_t *host = calloc(sz, sizeof *host);
     *out = c;
     if (!c->ring || !c->loc || !c->buddy || !c->dead || !c->done || !c->lh || !c->lt || !c->wgen || !c->disk_ok || !host ||
-        !c->xfer || !c->xfer_len || !c->xfer_epoch || !c->xfer_done || !c->rj_inc || !c->lost || !c->fresh ||
+        !c->xfer || !c->xfer_len || !c->xfer_epoch || !c->xfer_done || !c->rj_inc || !c->lost || !c->rep_pr || !c->fresh ||
         !c->rj_loc || !c->rj_buddy || phx_ck_join_init(&c->join, n->size) ||
         phx_ck_commit_init(&c->commit, n->size) || phx_ck_round_init(&c->round, n->size) ||
         phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc) ||
@@ -2216,6 +2296,7 @@ static void cr_destroy(void *st)
     phx_ck_quiet_free(&c->quiet);
     free(c->rj_inc);
     free(c->lost);
+    free(c->rep_pr);
     free(c->fresh);
     free(c->rj_loc);
     free(c->rj_buddy);

@@ -19,8 +19,12 @@
  *   - cr's commit of an epoch empties the logs (Alg. 4).
  * Recovery ("partial recovery" below): the first failure of a checkpoint
  * period restores only the dead node's tasks, survivors hand back dets and
- * logged messages and keep running; a second one in the same period falls
- * back to cr's global rollback. A period ends at the first commit after its
+ * logged messages and keep running; so do two failures where
+ * ft/mlog/multi.h's rule says their dets survived (in one round: mlog-fast,
+ * mlog-pessimistic when neither stored the other's; the second after the
+ * first's round ended everywhere: mlog-pessimistic by the same pairs); any
+ * other failure in the period falls back to cr's global rollback. A period
+ * ends at the first commit after its
  * recovery ended everywhere (period_reset): the logs and dets were dropped
  * and the moved tasks are stored twice again.
  *
@@ -40,6 +44,7 @@
 #include "core/metrics.h"
 #include "core/node.h"
 #include "core/recovery.h"
+#include "ft/mlog/multi.h"
 #include "ft/mlog/scml.h"
 #include "ft/mlog/team.h"
 #include "phx_err.h"
@@ -87,14 +92,19 @@ typedef struct mlog {
     uint64_t trailers;          /* det frames sent ahead of an app frame */
     /* Partial recovery (the first failure of a checkpoint period). */
     int nfail, full_rb;         /* failures this period; a global rollback happened in it */
+    int part;                   /* this node took part in a partial round of the period */
+    int pround;                 /* partial rounds of the period begun here (1, or 2: sequential) */
     phx_map_t rep;              /* task id of the dead node -> rep_t *, under rep_lock */
     pthread_rwlock_t rep_lock;  /* workers read, the comm thread adds records */
     _Atomic int nrep;           /* records in rep */
     _Atomic int phase;          /* a partial recovery began: lost tasks are checked */
     _Atomic int left;           /* records still replaying after the release */
     _Atomic int rel;            /* ... and every live rank handed back */
-    uint8_t *done;              /* ranks whose hand-back arrived (RDONE) */
-    uint8_t *fin;               /* ranks whose replays all finished (RFIN) */
+    /* Per rank, the last partial round of the period whose hand-back
+     * (RDONE) / end of replays (RFIN) arrived: a sequential round's must
+     * not count an earlier round's frame, which may still be in flight. */
+    uint8_t *done;
+    uint8_t *fin;
     int released;
     int ck_held;                /* cr's checkpoints held until every live rank sent RFIN */
     uint64_t resent, dets_back, installed;
@@ -305,17 +315,37 @@ static void own_stop(mlog_t *g)
 }
 
 static void period_reset(mlog_t *g, uint64_t epoch);
+static void partial_begin(mlog_t *g);
+static void drop_replays(mlog_t *g);
 
 static void ml_listen(void *arg, int what, uint64_t epoch)
 {
     mlog_t *g = arg;
     if (what == PHX_CR_COMMIT && g->nfail)
         period_reset(g, epoch);
+    if (what == PHX_CR_PARTIAL_BEGIN) {
+        partial_begin(g);
+        return;
+    }
     if (what == PHX_CR_PARTIAL) {
         partial_handback(g);
         return;
     }
     if (what == PHX_CR_ROLLBACK) {
+        if (g->nfail > 1 && !g->full_rb)
+            phx_evlog("mlog_fallback", "\"failures\":%d,\"reason\":\"%s\"", g->nfail,
+                      g->part ? "after a partial round" : "rule");
+        if (g->part) {
+            /* A partial recovery still under way is void: its records would
+             * hold the restored tasks' deliveries for ever (no hand-back
+             * follows), and its hold would keep every checkpoint back (cr is
+             * in its round: nothing begins at the release). */
+            drop_replays(g);
+            if (g->ck_held) {
+                g->ck_held = 0;
+                phx_cr_hold(g->cr, 0);
+            }
+        }
         g->full_rb = 1;
         atomic_store(&g->own_on, 0);   /* no partial recovery follows a global rollback */
         phx_team_relog_clear(&g->relog);
@@ -408,7 +438,7 @@ static void ml_on_restore(void *st, phx_tid_t tid)
         return;
     phx_worker_t *w = &n->workers[phx_worker_of(n, tid)];
     uint64_t *tv = phx_map_get(&w->tasks, tid);
-    if (g->full_rb || g->nfail != 1) {
+    if (g->full_rb || !g->part) {
         /* No replay follows a global rollback: what the checkpoint kept
          * held back may go now, but nothing would offer it again (the
          * KICK of a release is not packed). */
@@ -522,7 +552,7 @@ static void hold_check(mlog_t *g)
     if (!g->ck_held)
         return;
     for (int r = 0; r < g->n->size; r++)
-        if (!g->dead[r] && !g->fin[r])
+        if (!g->dead[r] && g->fin[r] < g->pround)
             return;
     g->ck_held = 0;
     phx_cr_hold(g->cr, 0);
@@ -532,12 +562,14 @@ static void call_rfin(phx_node_t *n, phx_msg_t *m)
 {
     phx_msg_free(m);
     mlog_t *g = n->rec_st;
-    if (!g || g->fin[n->rank])
+    if (!g || g->fin[n->rank] >= g->pround)
         return;
-    g->fin[n->rank] = 1;
+    g->fin[n->rank] = (uint8_t)g->pround;
+    uint8_t b[4];
+    phx_put_le32(b, (uint32_t)g->pround);
     for (int r = 0; r < n->size; r++)
         if (r != n->rank && !g->dead[r])
-            ctl(g, r, ML_RFIN, NULL, 0);
+            ctl(g, r, ML_RFIN, b, sizeof b);
     hold_check(g);
 }
 
@@ -548,7 +580,7 @@ static void try_release(mlog_t *g)
     if (g->released)
         return;
     for (int r = 0; r < g->n->size; r++)
-        if (!g->dead[r] && !g->done[r])
+        if (!g->dead[r] && g->done[r] < g->pround)
             return;
     if (g->hold_file && access(g->hold_file, F_OK)) {
         if (!g->hold_logged) {
@@ -562,14 +594,29 @@ static void try_release(mlog_t *g)
     atomic_store(&g->rel, 1);
     int bad = 0;
     pthread_rwlock_rdlock(&g->rep_lock);
-    /* One more than the records, taken back below once all are released:
-     * the phase cannot end while records are still being released. */
-    atomic_store(&g->left, atomic_load(&g->nrep) + 1);
+    /* left counts released records still replaying (an earlier round's
+     * among them) plus the guard partial_begin added: add the records this
+     * release releases (none can finish before: unreleased), then take the
+     * guard back below, so the phase cannot end while records are still
+     * being released. */
+    int add = 0;
+    for (size_t i = 0; i < g->rep.cap; i++)
+        if (g->rep.keys[i]) {
+            rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
+            pthread_mutex_lock(&r->mu);
+            add += !r->mt.released;
+            pthread_mutex_unlock(&r->mu);
+        }
+    atomic_fetch_add(&g->left, add);
     for (size_t i = 0; i < g->rep.cap; i++) {
         if (!g->rep.keys[i])
             continue;
         rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
         pthread_mutex_lock(&r->mu);
+        if (r->mt.released) {   /* an earlier round's: replays on, counted already */
+            pthread_mutex_unlock(&r->mu);
+            continue;
+        }
         int rc = phx_ml_task_release(&r->mt);
         if (!rc)
             rep_finish(g, r);
@@ -749,17 +796,48 @@ static int team_rollback(mlog_t *g)
     return h.err;
 }
 
+/* cr's partial round restores here (workers paused), before any task. */
+static void partial_begin(mlog_t *g)
+{
+    phx_node_t *n = g->n;
+    uint8_t *since = calloc((size_t)n->size, 1);
+    int k = since ? phx_cr_lost_since(g->cr, since) : -1;
+    int same = since && !memcmp(since, g->pdead, (size_t)n->size);
+    free(since);
+    /* A sequential round follows one this node ended (handed back). */
+    int seq = g->part && g->pround == 1 && g->done[n->rank] >= 1;
+    if (g->full_rb || (g->part && !seq) || !same) {
+        /* This node's period disagrees with the round cr decided: it missed
+         * the commit that began a new period (a failure raced the COMMIT
+         * frame), or took part in a round the decision did not count.
+         * Ending beats a replay without records (never seen in tests). */
+        fprintf(stderr, "phalanx: rank %d: message logging: this node's failures of the period (%d) disagree "
+                        "with the partial recovery decided (%d); ending the job rather than replay without "
+                        "determinants\n", n->rank, g->nfail, k);
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    /* A new release for this round (workers paused): tasks without a
+     * record hold again until it. The guard keeps the phase from ending
+     * while an earlier round's replays finish before it; try_release takes
+     * it back (an earlier round not released yet still holds its own). */
+    if (!g->pround || g->released)
+        atomic_fetch_add(&g->left, 1);
+    g->part = 1;
+    g->pround++;
+    g->released = 0;
+    g->hold_logged = 0;
+    atomic_store(&g->rel, 0);
+    if (g->nfail > 1)
+        phx_evlog("mlog_partial_multi", "\"failures\":%d,\"sequential\":%d", g->nfail, seq);
+}
+
 static void partial_handback(mlog_t *g)
 {
     phx_node_t *n = g->n;
-    if (g->full_rb || g->nfail != 1) {
-        /* cr decided a partial round this node counts as a second failure
-         * of the period: it missed the commit that began a new one (a
-         * failure raced the COMMIT frame). Its restored tasks have no replay
-         * records, so ending beats a replay in arrival order. */
-        fprintf(stderr, "phalanx: rank %d: message logging: this node's failure count (%d) disagrees with the "
-                        "partial recovery decided; ending the job rather than replay without determinants\n",
-                n->rank, g->nfail);
+    if (g->full_rb || !g->part) {
+        fprintf(stderr, "phalanx: rank %d: message logging: a partial recovery ended here without its start; "
+                        "ending the job rather than replay without determinants\n", n->rank);
         phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
         return;
     }
@@ -807,11 +885,25 @@ static void partial_handback(mlog_t *g)
               (unsigned long long)g->resent);
     if (g->fast)
         return;   /* nothing is held: restored tasks take messages in any order */
+    uint8_t b[4];
+    phx_put_le32(b, (uint32_t)g->pround);
     for (int r = 0; r < sz; r++)
         if (r != n->rank && !g->dead[r])
-            ctl(g, r, ML_RDONE, NULL, 0);
-    g->done[n->rank] = 1;
+            ctl(g, r, ML_RDONE, b, sizeof b);
+    g->done[n->rank] = (uint8_t)g->pround;
     try_release(g);
+}
+
+/* cr's coordinator: may the losses of this period be recovered partially? */
+static int ml_when(void *arg, const uint8_t *dead, const uint8_t *since, int replayed)
+{
+    mlog_t *g = arg;
+    phx_mld_mode_t m = g->fast ? PHX_MLD_FAST : g->pess ? PHX_MLD_PESSIMISTIC : g->team ? PHX_MLD_TEAM
+                                                                                       : PHX_MLD_CAUSAL;
+    int rp = replayed == PHX_CR_REPLAYED_NONE    ? PHX_MLD_REPLAYED_NONE
+           : replayed == PHX_CR_REPLAYED_ENDED ? PHX_MLD_REPLAYED_ENDED
+                                               : PHX_MLD_REPLAYED_OTHER;
+    return phx_mld_partial(m, g->n->size, dead, since, rp) == PHX_MLD_PARTIAL;
 }
 
 static int ml_init(phx_node_t *n, void **out)
@@ -851,6 +943,7 @@ static int ml_init(phx_node_t *n, void **out)
         return rc;
     }
     phx_cr_listen(g->cr, ml_listen, g, 1);
+    phx_cr_partial_when(g->cr, ml_when);
     if (g->team > 1)
         phx_cr_partial_rolls(g->cr, ml_rolls);
     const char *hf = getenv("PHX_MLOG_TEST_HOLD_RELEASE");
@@ -957,14 +1050,15 @@ static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8
                             phx_get_le64(p + i + 24) };
             install(g, &d);
         }
-    } else if (h->tag == ML_RDONE) {
-        if (peer >= 0 && peer < g->n->size)
-            g->done[peer] = 1;
-        try_release(g);
-    } else if (h->tag == ML_RFIN) {
-        if (peer >= 0 && peer < g->n->size)
-            g->fin[peer] = 1;
-        hold_check(g);
+    } else if (h->tag == ML_RDONE || h->tag == ML_RFIN) {
+        uint8_t *v = h->tag == ML_RDONE ? g->done : g->fin;
+        uint32_t k = h->len >= 4 ? phx_get_le32(p) : 0;
+        if (peer >= 0 && peer < g->n->size && k > v[peer] && k < 256)
+            v[peer] = (uint8_t)k;
+        if (h->tag == ML_RDONE)
+            try_release(g);
+        else
+            hold_check(g);
     } else if (h->tag == ML_ACK) {
         if (phx_ml_on_ack(g->ml, p, h->len))
             PHX_WARN("mlog", "bad ack from rank %d", peer);
@@ -1006,7 +1100,7 @@ static void drop_replays(mlog_t *g)
 
 static void try_release_if_started(mlog_t *g)
 {
-    if (g->done[g->n->rank])
+    if (g->pround && g->done[g->n->rank] >= g->pround)
         try_release(g);
 }
 
@@ -1047,6 +1141,8 @@ static void period_reset(mlog_t *g, uint64_t epoch)
               g->full_rb);
     g->nfail = 0;
     g->full_rb = 0;
+    g->part = 0;
+    g->pround = 0;
     memset(g->pdead, 0, (size_t)g->n->size);
     memset(g->rb, 0, (size_t)g->n->size);
     memset(g->done, 0, (size_t)g->n->size);
@@ -1081,19 +1177,12 @@ static int ml_on_failure(void *st, int rank)
             (void)phx_team_rollback_set(g->n->size, g->team, g->pdead, g->rb);
         g->rb[rank] = 1;
     }
-    /* cr restores only the dead node's tasks on the first failure of a
-     * checkpoint period (k = 1: a later one may have taken determinants
-     * with it, so it rolls back globally). */
-    if (g->nfail > 1) {
-        phx_evlog("mlog_fallback", "\"dead\":%d,\"reason\":\"second failure\"", rank);
-        drop_replays(g);
-    } else
-        try_release_if_started(g);   /* a release waits for every live rank's hand-back: one fewer now */
+    /* Whether this failure is recovered partially (two in one round, or
+     * one after the period's partial round ended everywhere) is cr's
+     * coordinator's decision by ft/mlog/multi.h's rule; workers stay paused
+     * until it. A global rollback voids a replay under way (ml_listen). */
+    try_release_if_started(g);   /* a release waits for every live rank's hand-back: one fewer now */
     int rc = CR->on_failure(g->cr, rank);
-    if (g->nfail > 1 && g->ck_held) {   /* after cr left PH_IDLE: nothing begins here */
-        g->ck_held = 0;
-        phx_cr_hold(g->cr, 0);
-    }
     if (g->pess)
         flush(g);   /* a worker may wait on a flush the dead rank never acked */
     return rc;

@@ -239,11 +239,37 @@ check "mlog-pessimistic one kill: exit 0, checksum equals the reference" eval '[
 check "mlog-pessimistic one kill: partial restore and replay, no rollback" eval \
     'logged "\"ev\":\"partial_restore\"" && ! logged "\"ev\":\"rollback\"" && every_ge1 mlog_replay dets_installed'
 check "mlog-pessimistic one kill: no block ever went back on any node" monotone
+# Two at once, neither the other's det store (2 stores 1's dets, 6 stores
+# 5's: ft/mlog/multi.h): both restored from their buddies in one partial
+# round, by the dets the survivors hold; nobody rolls back.
+kill_job ptwo mlog-pessimistic 1 5
+check "mlog-pessimistic two kills at once (1, 5): exit 0 (got $RC), checksum $(sum_of) equals the reference" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
+check "mlog-pessimistic two kills: one partial round restored both, no rollback anywhere" eval \
+    'logged "\"ev\":\"mlog_partial_multi\"" && logged "\"source\":\"buddy\",\"of\":1," &&
+     logged "\"source\":\"buddy\",\"of\":5," && ! logged "\"ev\":\"rollback\"" && ! logged "\"ev\":\"mlog_fallback\""'
+check "mlog-pessimistic two kills: replays followed installed determinants" every_ge1 mlog_replay dets_installed
+check "mlog-pessimistic two kills: no block ever went back on any node" monotone
+# The order-sensitive app (a replay in another order makes it exit 3; with
+# PHX_MLOG_TEST_NO_DETS=1 this case exits 3 or 1).
+DIR=$TMP/order-ptwo; mkdir -p "$DIR"
+GATE=$(gate_new order-ptwo)
+timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/order" --phx-ft=1 \
+    --phx-recovery=mlog-pessimistic --phx-eventlog="$DIR/ev.%r.jsonl" -k 400 -c 50 -H 120 -g "$GATE" \
+    >"$DIR/out" 2>"$DIR/err" &
+JOBPID=$!
+kill_held "order mlog-pessimistic two kills" 2 1 5
+check "order mlog-pessimistic, two kills at once (1, 5): exit 0 and consistent (got $RC), partial by dets" eval \
+    '[ "$RC" = 0 ] && grep -q "consistent=yes" "$DIR/out" && logged mlog_partial_multi &&
+     every_ge1 mlog_replay dets_installed && ! logged "\"ev\":\"rollback\""'
 ARGS=$ARGS_SAVE; ref=$ref_c; KILL_AT=350
+# mlog-causal (k = 1): a det acked by the other victim alone may be needed
+# by a survivor, so the rule rolls back globally.
 kill_job two mlog-causal 1 5
 check "mlog-causal two kills at once (1, 5): exit 0, checksum equals the reference" eval \
     '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
-check "mlog-causal two kills: the second fell back to the global rollback" logged '"ev":"mlog_fallback"'
+check "mlog-causal two kills: the rule fell back to the global rollback" eval \
+    'logged "\"ev\":\"mlog_fallback\"" && logged "\"ev\":\"rollback\"" && ! logged "\"ev\":\"partial_restore\""'
 # A second failure while the first one's replay is under way: every node's
 # release waits for RGATE (PHX_MLOG_TEST_HOLD_RELEASE), so the restored
 # tasks are still replaying when cr asks for the checkpoint that re-doubles
@@ -270,28 +296,77 @@ no_commit_in_replay() {
              p && /"ev":"ckpt_commit"/ { bad = 1 } END { exit bad }' "$f" || { echo "  a commit in $f"; return 1; }
     done
 }
-GATE=$(gate_new held); RGATE=$(gate_new held-release)
-export PHX_MLOG_TEST_HOLD_RELEASE=$RGATE
-start held mlog-causal $ARGS -H $KILL_AT -g "$GATE"
-unset PHX_MLOG_TEST_HOLD_RELEASE
-wait_for "$JOB_TIMEOUT" logged '"ev":"jacobi_hold"' || fail "held: the hold never logged"
-wait_for "$JOB_TIMEOUT" settled 2 || fail "held: checkpoints never settled"
-wait_for 5 test -s "$DIR/pids"
-p3=$(awk '$1 == 3 { print $2 }' "$DIR/pids"); p1=$(awk '$1 == 1 { print $2 }' "$DIR/pids")
-kill -9 "$p3"
-gone "$p3" $((JOB_TIMEOUT * 1000)) || fail "held: rank 3 outlived SIGKILL"
-wait_for "$JOB_TIMEOUT" replay_holds || fail "held: the survivors never held their release"
-wait_for "$JOB_TIMEOUT" eval 'rb_asked && settled 2' || fail "held: no checkpoint asked for after the partial round"
-kill -9 "$p1"
-gone "$p1" $((JOB_TIMEOUT * 1000)) || fail "held: rank 1 outlived SIGKILL"
-wait_for "$JOB_TIMEOUT" eval 'grep -qs "\"ev\":\"recovery_done\".*\"round\":2" "$DIR/ev.0.jsonl" || ! kill -0 "$JOBPID" 2>/dev/null'
-gate_open "$GATE"   # RGATE stays shut: a void replay's release must not be needed
-finish_job
+# held_case NAME MODE ARGS...: kill 3, hold its replay open, kill 1.
+held_case() {
+    local name=$1 mode=$2 p1 p3
+    shift 2
+    GATE=$(gate_new "$name"); RGATE=$(gate_new "$name-release")
+    export PHX_MLOG_TEST_HOLD_RELEASE=$RGATE
+    start "$name" "$mode" "$@" -H $KILL_AT -g "$GATE"
+    unset PHX_MLOG_TEST_HOLD_RELEASE
+    wait_for "$JOB_TIMEOUT" logged '"ev":"jacobi_hold"' || fail "$name: the hold never logged"
+    wait_for "$JOB_TIMEOUT" settled 2 || fail "$name: checkpoints never settled"
+    wait_for 5 test -s "$DIR/pids"
+    p3=$(awk '$1 == 3 { print $2 }' "$DIR/pids"); p1=$(awk '$1 == 1 { print $2 }' "$DIR/pids")
+    kill -9 "$p3"
+    gone "$p3" $((JOB_TIMEOUT * 1000)) || fail "$name: rank 3 outlived SIGKILL"
+    wait_for "$JOB_TIMEOUT" replay_holds || fail "$name: the survivors never held their release"
+    wait_for "$JOB_TIMEOUT" eval 'rb_asked && settled 2' || fail "$name: no checkpoint asked for after the partial round"
+    kill -9 "$p1"
+    gone "$p1" $((JOB_TIMEOUT * 1000)) || fail "$name: rank 1 outlived SIGKILL"
+    wait_for "$JOB_TIMEOUT" eval 'grep -qs "\"ev\":\"recovery_done\".*\"round\":2" "$DIR/ev.0.jsonl" || ! kill -0 "$JOBPID" 2>/dev/null'
+    # RGATE stays shut after a global rollback (a void replay's release must
+    # not be needed); OPEN_RGATE=1 opens it (a sequential partial round
+    # releases both rounds' replays then).
+    [ "${OPEN_RGATE:-0}" = 1 ] && gate_open "$RGATE"
+    gate_open "$GATE"
+    finish_job
+}
+held_case held mlog-causal $ARGS
 check "mlog-causal kill 3, kill 1 during its replay: exit 0 (got $RC), checksum $(sum_of) equals the reference" eval \
     '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
 check "mlog-causal kill 1 during the replay: it fell back to the global rollback" eval \
     'logged "\"ev\":\"mlog_fallback\"" && logged "\"ev\":\"rollback\""'
 check "mlog-causal kill 1 during the replay: no checkpoint committed while the replay was under way" no_commit_in_replay
+# The same under mlog-pessimistic: 1 and 3 are not each other's det store
+# and rank 3's round ended on every live rank (its replay is under way), so
+# ft/mlog/multi.h's rule recovers rank 1 partially too (a sequential round:
+# rank 1's tasks and those of rank 3 that the first round put on rank 1
+# come from their buddies' copies; rank 3's others keep replaying).
+KILL_AT=75; OPEN_RGATE=1 held_case pheld mlog-pessimistic $ARGS_P; KILL_AT=350
+check "mlog-pessimistic kill 3, kill 1 during its replay: exit 0 (got $RC), checksum $(sum_of) equals the reference" eval \
+    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref_p" ]'
+check "mlog-pessimistic kill 1 during the replay: a sequential partial round, no rollback anywhere" eval \
+    'logged "\"ev\":\"mlog_partial_multi\",\"failures\":2,\"sequential\":1" &&
+     [ "$(grep -c "\"ev\":\"partial_restore\"" "$DIR/ev.0.jsonl")" = 2 ] && logged "\"source\":\"buddy\",\"of\":1," &&
+     ! logged "\"ev\":\"rollback\"" && ! logged "\"ev\":\"mlog_fallback\""'
+check "mlog-pessimistic kill 1 during the replay: no checkpoint committed while a replay was under way" no_commit_in_replay
+check "mlog-pessimistic kill 1 during the replay: no block ever went back on any node" monotone
+check "mlog-pessimistic kill 1 during the replay: both rounds' replays ended on every live node, then a commit began a new period" eval \
+    '[ "$(grep -ls "\"ev\":\"mlog_replay_done\"" "$DIR"/ev.*.jsonl | wc -l)" = $((N - 2)) ] &&
+     grep -qs "\"ev\":\"mlog_period\".*\"failures\":2,\"global\":0" "$DIR/ev.0.jsonl"'
+# The same schedule on the order-sensitive app (with PHX_MLOG_TEST_NO_DETS=1
+# it exits 3: the sequential round's replays need the dets handed back).
+DIR=$TMP/order-pseq; mkdir -p "$DIR"
+GATE=$(gate_new order-pseq); RGATE=$(gate_new order-pseq-release)
+PHX_MLOG_TEST_HOLD_RELEASE=$RGATE timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/order" \
+    --phx-ft=1 --phx-recovery=mlog-pessimistic --phx-eventlog="$DIR/ev.%r.jsonl" -k 400 -c 50 -H 120 -g "$GATE" \
+    >"$DIR/out" 2>"$DIR/err" &
+JOBPID=$!
+wait_for "$JOB_TIMEOUT" logged '"ev":"order_hold"' || fail "order-pseq: the hold never logged"
+wait_for "$JOB_TIMEOUT" settled 2 || fail "order-pseq: checkpoints never settled"
+wait_for 5 test -s "$DIR/pids"
+p3=$(awk '$1 == 3 { print $2 }' "$DIR/pids"); p1=$(awk '$1 == 1 { print $2 }' "$DIR/pids")
+kill -9 "$p3"
+gone "$p3" $((JOB_TIMEOUT * 1000)) || fail "order-pseq: rank 3 outlived SIGKILL"
+wait_for "$JOB_TIMEOUT" replay_holds || fail "order-pseq: the survivors never held their release"
+kill -9 "$p1"
+gone "$p1" $((JOB_TIMEOUT * 1000)) || fail "order-pseq: rank 1 outlived SIGKILL"
+wait_for "$JOB_TIMEOUT" eval 'grep -qs "\"ev\":\"recovery_done\".*\"round\":2" "$DIR/ev.0.jsonl" || ! kill -0 "$JOBPID" 2>/dev/null'
+gate_open "$RGATE"; gate_open "$GATE"
+finish_job
+check "order mlog-pessimistic, kill 1 during rank 3's replay: exit 0 and consistent (got $RC), a sequential partial round" eval \
+    '[ "$RC" = 0 ] && grep -q "consistent=yes" "$DIR/out" && logged "\"sequential\":1" && ! logged "\"ev\":\"rollback\""'
 kill_job pair mlog-causal 3 4
 check "mlog-causal node + buddy (3, 4): exit 78 naming both, no checksum" eval \
     '[ "$RC" = 78 ] && grep -qs "rank 3 and its buddy rank 4 both died" "$DIR/err" && [ -z "$(sum_of)" ]'
@@ -316,10 +391,20 @@ check "mlog-fast one kill: survivors handed back logged messages, no determinant
     'every_ge1 mlog_handback msgs && ! every_ge1 mlog_handback dets'
 check "mlog-fast one kill: survivors dropped re-sent messages as duplicates" every_ge1 mlog_recovery dups
 check "mlog-fast one kill: no block ever went back on any node" monotone
+# Two at once (not buddies): one partial round restores both from their
+# buddies; what 1 had logged for 5 (and back) their replays send again.
 kill_job ftwo mlog-fast 1 5
-check "mlog-fast two kills at once (1, 5; not buddies): exit 0 (got $RC), checksum equals the reference" eval \
+check "mlog-fast two kills at once (1, 5; not buddies): exit 0 (got $RC), checksum $(sum_of) equals the reference" eval \
     '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
-check "mlog-fast two kills: the second fell back to the global rollback" logged '"ev":"mlog_fallback"'
+check "mlog-fast two kills: one partial round restored both, no rollback anywhere" eval \
+    'logged "\"ev\":\"mlog_partial_multi\"" && logged "\"source\":\"buddy\",\"of\":1," &&
+     logged "\"source\":\"buddy\",\"of\":5," && ! logged "\"ev\":\"rollback\"" && ! logged "\"ev\":\"mlog_fallback\""'
+check "mlog-fast two kills: survivors handed back logged messages" every_ge1 mlog_handback msgs
+check "mlog-fast two kills: no block ever went back on any node" monotone
+# The rule would recover a node + buddy under mlog-fast, but the copy is gone.
+kill_job fpair mlog-fast 3 4
+check "mlog-fast node + buddy (3, 4): exit 78 naming both, no checksum (got $RC)" eval \
+    '[ "$RC" = 78 ] && grep -qs "rank 3 and its buddy rank 4 both died" "$DIR/err" && [ -z "$(sum_of)" ]'
 # Rank 0 hosts the main task: restored at the checkpoint, it gets the
 # survivors' logged residuals of every later iteration back in any order
 # (campaign seed jacobi/mlog-fast/random:1020375844 exited 1 on it).
