@@ -46,6 +46,11 @@ typedef struct phx_task {
     phx_map_t out_ssn;          /* dst tid -> last SSN sent */
     phx_map_t in_ssn;           /* src tid -> last SSN delivered */
     phx_msg_t *held;            /* early messages waiting for a gap to fill */
+    /* The spawn hook's count: spawn_k spawns made while handling delivery
+     * spawn_rsn (worker only; not packed: a restored task spawns nothing
+     * before its next delivery, which starts a new count). */
+    uint64_t spawn_rsn;
+    uint32_t spawn_k;
     _Alignas(16) uint8_t state[];
 } phx_task_t;
 
@@ -66,6 +71,11 @@ typedef void (*phx_deliver_hook_fn)(void *ctx, int worker, phx_tid_t dst, phx_ti
  * logging replays a restored task in its recorded order). Held messages
  * are offered again after each delivery to t and on a PHX_MK_KICK. */
 typedef int (*phx_admit_hook_fn)(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, uint64_t ssn);
+
+/* Spawn hook: runs on the worker when task parent spawns; id is the fresh
+ * id drawn for the child and the return value the id it gets (message
+ * logging records the id and gives a replayed spawn the recorded one). */
+typedef phx_tid_t (*phx_spawn_hook_fn)(void *ctx, int worker, phx_task_t *parent, phx_tid_t id);
 
 struct phx_worker {
     phx_node_t *node;
@@ -147,6 +157,8 @@ struct phx_node {
     void *hook_ctx;
     phx_admit_hook_fn admit;    /* NULL: every in-order message is delivered */
     void *admit_ctx;
+    phx_spawn_hook_fn spawn_hook;   /* NULL: a spawn keeps its fresh id */
+    void *spawn_ctx;
 
     /* Recovery mode (core/recovery.h): its hooks and state (comm thread). */
     const struct phx_recovery_ops *rec;

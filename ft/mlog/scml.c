@@ -99,8 +99,57 @@ void phx_ml_task_restore(phx_ml_task_t *t, uint64_t rsn)
     t->rep_base = rsn;
 }
 
+/* A spawn det: kept in the task's spawn table. A key at rep_base is
+ * kept: a task the replay spawns again (base 0) spawns in its init. */
+static int spawn_install(phx_ml_task_t *t, const phx_det_t *d)
+{
+    if (d->rsn < t->rep_base)
+        return 0;
+    if (t->sp_n == t->sp_cap) {
+        uint64_t cap = t->sp_cap ? 2 * t->sp_cap : 16;
+        phx_det_t *r = realloc(t->sp, cap * sizeof *r);
+        if (!r)
+            return PHX_ENOMEM;
+        t->sp = r;
+        t->sp_cap = cap;
+    }
+    t->sp[t->sp_n++] = *d;
+    t->sp_sorted = 0;
+    return 0;
+}
+
+static int spawn_cmp(const void *a, const void *b)
+{
+    const phx_det_t *x = a, *y = b;
+    if (x->rsn != y->rsn)
+        return x->rsn < y->rsn ? -1 : 1;
+    return x->ssn < y->ssn ? -1 : x->ssn > y->ssn;
+}
+
+int phx_ml_task_spawn(phx_ml_task_t *t, uint64_t rsn, uint32_t k, uint64_t *child)
+{
+    if (!t->sp_sorted && t->sp_n) {   /* sorted by key, repeats dropped */
+        qsort(t->sp, t->sp_n, sizeof *t->sp, spawn_cmp);
+        uint64_t j = 0;
+        for (uint64_t i = 0; i < t->sp_n; i++)
+            if (!j || spawn_cmp(&t->sp[j - 1], &t->sp[i]))
+                t->sp[j++] = t->sp[i];
+        t->sp_n = j;
+    }
+    t->sp_sorted = 1;
+    phx_det_t key = { .rsn = rsn, .ssn = PHX_ML_SPAWN_DET | k };
+    const phx_det_t *d = t->sp_n ? bsearch(&key, t->sp, t->sp_n, sizeof *t->sp, spawn_cmp) : NULL;
+    if (d) {
+        *child = d->sender;
+        return PHX_ML_SPAWN_FOUND;
+    }
+    return t->released || !t->replaying ? PHX_ML_SPAWN_NEW : PHX_ML_SPAWN_WAIT;
+}
+
 int phx_ml_task_install(phx_ml_task_t *t, const phx_det_t *d)
 {
+    if (phx_ml_det_is_spawn(d))
+        return spawn_install(t, d);
     if (d->rsn <= t->rep_base || d->rsn <= t->rsn)
         return 0;
     uint64_t i = d->rsn - t->rep_base - 1;
@@ -158,6 +207,10 @@ void phx_ml_task_free(phx_ml_task_t *t)
     free(t->rep);
     t->rep = NULL;
     t->rep_n = t->rep_cap = 0;
+    free(t->sp);
+    t->sp = NULL;
+    t->sp_n = t->sp_cap = 0;
+    t->sp_sorted = 0;
 }
 
 int phx_ml_admit(phx_ml_t *ml, int worker, phx_ml_task_t *t, uint64_t src, uint64_t dst, uint64_t ssn,

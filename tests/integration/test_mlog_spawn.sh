@@ -89,5 +89,8 @@ for mode in mlog-causal; do
         eval '[ "$RC" = 0 ] && result_ok'
     check "$mode, that kill: a partial restore replayed by determinants, no global rollback" eval \
         'logged "\"ev\":\"partial_restore\"" && every_ge1 mlog_replay dets_installed && ! logged "\"ev\":\"rollback\""'
+    reused=$(grep -hs '"ev":"mlog_recovery"' "$DIR"/ev.*.jsonl | sed -n 's/.*"spawn_ids_reused":\([0-9]*\).*/\1/p' |
+        awk '{s += $1} END {print s + 0}')
+    check "$mode, that kill: the replay spawned children again under their recorded ids ($reused)" [ "$reused" -gt 0 ]
 done
 finish
