@@ -79,6 +79,12 @@ typedef struct mlog {
     phx_team_own_t *own;
     _Atomic int own_on;
     phx_team_relog_t relog;
+    /* mlog-team: per worker, one past the highest spawn counter value its
+     * tasks drew (written by that worker, read while workers are paused).
+     * A team-mate's reload brings its counter back to the checkpoint's, but
+     * ids drawn since live on outside nodes (and are recorded in spawn
+     * dets the replay reuses): the counter must not hand them out again. */
+    uint32_t *seq_hw;
     uint64_t team_unlogged, relogs_skipped;
     uint8_t *buf;               /* trailer scratch (comm thread) */
     size_t cap;
@@ -311,6 +317,8 @@ static phx_tid_t spawn_hook(void *ctx, int worker, phx_task_t *p, phx_tid_t id)
         p->spawn_k = 0;
     }
     uint32_t k = p->spawn_k++;
+    if (g->seq_hw && (uint32_t)id + 1 > g->seq_hw[worker])
+        g->seq_hw[worker] = (uint32_t)id + 1;   /* the fresh id's low half is the counter */
     /* Records, not phase: a record is counted finished when its last det
      * is admitted, before that delivery's handler (which may spawn) runs,
      * and a task the replay spawns again with no det to replay runs its
@@ -791,6 +799,9 @@ static void relog_add(void *arg, const phx_ml_entry_t *e)
 static int team_rollback(mlog_t *g)
 {
     uint64_t n0 = g->installed;
+    for (int i = 0; i < g->n->nworkers; i++)   /* the reload took the counter back */
+        if (atomic_load(&g->n->next_seq) < g->seq_hw[i])
+            atomic_store(&g->n->next_seq, g->seq_hw[i]);
     for (int i = 0; i < g->n->nworkers; i++) {
         if (g->own[i].err)
             return PHX_ENOMEM;   /* a hole: the replay could diverge */
@@ -885,6 +896,7 @@ static int ml_init(phx_node_t *n, void **out)
     g->rb = calloc((size_t)n->size, 1);
     if (g->team > 1) {
         g->own = calloc((size_t)n->nworkers, sizeof *g->own);
+        g->seq_hw = calloc((size_t)n->nworkers, sizeof *g->seq_hw);
         atomic_store(&g->own_on, g->own != NULL);
     }
     g->done = calloc((size_t)n->size, 1);
@@ -893,7 +905,8 @@ static int ml_init(phx_node_t *n, void **out)
                        .pessimistic = g->pess };
     phx_map_init(&g->rep);
     pthread_rwlock_init(&g->rep_lock, NULL);
-    g->ml = g->dead && g->pdead && g->done && g->fin && g->rb && (g->team <= 1 || g->own) ? phx_ml_create(&c) : NULL;
+    g->ml = g->dead && g->pdead && g->done && g->fin && g->rb && (g->team <= 1 || (g->own && g->seq_hw))
+                ? phx_ml_create(&c) : NULL;
     int rc = g->ml ? CR->init(n, &g->cr) : PHX_ENOMEM;
     if (rc) {
         phx_ml_destroy(g->ml);
@@ -902,6 +915,7 @@ static int ml_init(phx_node_t *n, void **out)
         free(g->pdead);
         free(g->rb);
         free(g->own);
+        free(g->seq_hw);
         free(g->done);
         free(g->fin);
         free(g);
@@ -1257,6 +1271,7 @@ static void ml_destroy(void *st)
     free(g->done);
     own_clear(g);
     free(g->own);
+    free(g->seq_hw);
     phx_team_relog_clear(&g->relog);
     free(g->rb);
     free(g->fin);

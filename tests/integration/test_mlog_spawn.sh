@@ -83,7 +83,10 @@ kill_after_spawns() {
     finish_job
 }
 
-for mode in mlog-causal; do
+# mlog-team (teams of 2): rank 3's team-mate rank 2 rolls back too and
+# replays its own record, spawn dets included.
+export PHX_MLOG_TEAM_SIZE=2
+for mode in ${MODES:-mlog-causal mlog-pessimistic mlog-team}; do
     kill_after_spawns "kill-$mode" "$mode" 3
     check "$mode, kill of rank 3 after its tasks spawned children past the checkpoint: exit 0 (got $RC), consistent, kids=$KIDS" \
         eval '[ "$RC" = 0 ] && result_ok'
@@ -93,4 +96,7 @@ for mode in mlog-causal; do
         awk '{s += $1} END {print s + 0}')
     check "$mode, that kill: the replay spawned children again under their recorded ids ($reused)" [ "$reused" -gt 0 ]
 done
+check "mlog-team, that kill: team-mate rank 2 rolled back and replayed its own determinants" eval \
+    'grep -s "\"ev\":\"mlog_team_rollback\"" "$DIR/ev.2.jsonl" | grep -q "\"own_dets\":[1-9]"'
+unset PHX_MLOG_TEAM_SIZE
 finish
