@@ -71,7 +71,7 @@ kill_after_spawns() {
     start "$name" "$mode" -H 120 -g "$GATE"
     # Each wait gives up as soon as the job is gone (it failed early).
     wait_for "$JOB_TIMEOUT" alive_and logged '"ev":"order_hold"' || fail "$name: the hold never logged"
-    wait_for "$JOB_TIMEOUT" alive_and settled 3 || fail "$name: checkpoints never settled"
+    wait_for "$JOB_TIMEOUT" alive_and settled "${SETTLE:-3}" || fail "$name: checkpoints never settled"
     wait_for "$JOB_TIMEOUT" alive_and spawned_after_commit "$victim" ||
         fail "$name: rank $victim spawned nothing after its commit"
     wait_for 5 test -s "$DIR/pids"
@@ -99,4 +99,12 @@ done
 check "mlog-team, that kill: team-mate rank 2 rolled back and replayed its own determinants" eval \
     'grep -s "\"ev\":\"mlog_team_rollback\"" "$DIR/ev.2.jsonl" | grep -q "\"own_dets\":[1-9]"'
 unset PHX_MLOG_TEAM_SIZE
+# -c 0 -L 1: no checkpoint but the job start's, so the replay runs from the
+# start (main's spawns of rank 3's tasks come back from rank 0's log); START
+# passes along a line, so tokens wait in a task's state and START's handler
+# folds several at once (several spawns in one handler: k > 0).
+OARGS="-k $HOPS -S $S -V $V -c 0 -L 1"; SETTLE=1
+kill_after_spawns kill-line mlog-causal 3
+check "mlog-causal, -c 0 -L 1 (replay from the start), kill of rank 3: exit 0 (got $RC), consistent, kids=$KIDS" \
+    eval '[ "$RC" = 0 ] && result_ok && ! logged "\"ev\":\"rollback\""'
 finish
