@@ -354,6 +354,12 @@ static uint64_t unzz(uint64_t v, uint64_t prev)
     return prev + ((v >> 1) ^ (uint64_t)-(int64_t)(v & 1));
 }
 
+/* ssn rotated left by one: a spawn det's flag (bit 63) becomes bit 0, so
+ * a spawn det next to a delivery det differs by a small ssn, not 2^63
+ * (two 10-byte varints per spawn otherwise: fib's trailers). */
+static uint64_t rotl1(uint64_t x) { return x << 1 | x >> 63; }
+static uint64_t rotr1(uint64_t x) { return x >> 1 | x << 63; }
+
 /* One reserve per det (the encoder's hot loop: a copy per peer). */
 static void put_det(phx_wenc_t *e, const phx_det_t *d, phx_det_t *prev)
 {
@@ -361,7 +367,7 @@ static void put_det(phx_wenc_t *e, const phx_det_t *d, phx_det_t *prev)
     int k = uv_write(b, zz(d->receiver, prev->receiver));
     k += uv_write(b + k, zz(d->rsn, prev->rsn));
     k += uv_write(b + k, zz(d->sender, prev->sender));
-    k += uv_write(b + k, zz(d->ssn, prev->ssn));
+    k += uv_write(b + k, zz(rotl1(d->ssn), rotl1(prev->ssn)));
     uint8_t *p = phx_wenc_reserve(e, (size_t)k);
     if (p)
         memcpy(p, b, (size_t)k);
@@ -373,7 +379,7 @@ static void get_det(phx_wdec_t *dc, phx_det_t *d, phx_det_t *prev)
     d->receiver = unzz(get_uv(dc), prev->receiver);
     d->rsn = unzz(get_uv(dc), prev->rsn);
     d->sender = unzz(get_uv(dc), prev->sender);
-    d->ssn = unzz(get_uv(dc), prev->ssn);
+    d->ssn = rotr1(unzz(get_uv(dc), rotl1(prev->ssn)));
     *prev = *d;
 }
 
