@@ -84,6 +84,12 @@ typedef struct mlog {
     phx_team_own_t *own;
     _Atomic int own_on;
     phx_team_relog_t relog;
+    /* mlog-team: per worker, one past the highest spawn counter value its
+     * tasks drew (written by that worker, read while workers are paused).
+     * A team-mate's reload brings its counter back to the checkpoint's, but
+     * ids drawn since live on outside nodes (and are recorded in spawn
+     * dets the replay reuses): the counter must not hand them out again. */
+    uint32_t *seq_hw;
     uint64_t team_unlogged, relogs_skipped;
     uint8_t *buf;               /* trailer scratch (comm thread) */
     size_t cap;
@@ -108,6 +114,8 @@ typedef struct mlog {
     int released;
     int ck_held;                /* cr's checkpoints held until every live rank sent RFIN */
     uint64_t resent, dets_back, installed;
+    _Atomic uint64_t spawns_reused;   /* replayed spawns given their recorded id */
+    _Atomic uint64_t spawns_waited;   /* ... that waited for the release first */
     uint64_t log_bytes;         /* payload bytes in the sender log now */
     /* PHX_MLOG_TEST_HOLD_RELEASE=FILE (tests only): the release waits until
      * FILE exists, polled by hold_timer (comm thread), so a test acts while
@@ -248,16 +256,13 @@ static void call_flush(phx_node_t *n, phx_msg_t *m)
         flush(g);
 }
 
-/* Worker: the delivery hook. */
-static void hook(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uint64_t ssn, uint64_t rsn, uint32_t inc)
+/* Worker: records det d in its queue (delivery and spawn dets alike). */
+static void record(mlog_t *g, int worker, const phx_det_t *d)
 {
-    (void)inc;
-    mlog_t *g = ctx;
     phx_detq_t *q = phx_ml_queue(g->ml, worker);
-    phx_det_t d = { .sender = src, .receiver = dst, .ssn = ssn, .rsn = rsn };
-    int64_t k = phx_detq_add(q, &d);
+    int64_t k = phx_detq_add(q, d);
     if (atomic_load_explicit(&g->own_on, memory_order_relaxed))
-        phx_team_own_add(&g->own[worker], &d);   /* this worker's alone; read while paused */
+        phx_team_own_add(&g->own[worker], d);   /* this worker's alone; read while paused */
     if (k < 0 || !g->pess)
         return;   /* closed: the job is ending */
     /* Pessimistic: the det must be stored elsewhere before the handler's
@@ -294,6 +299,46 @@ static void hook(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uint64_t s
             }
         }
     }
+}
+
+/* Worker: the delivery hook. */
+static void hook(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uint64_t ssn, uint64_t rsn, uint32_t inc)
+{
+    (void)inc;
+    phx_det_t d = { .sender = src, .receiver = dst, .ssn = ssn, .rsn = rsn };
+    record(ctx, worker, &d);
+}
+
+static int lost_home(const mlog_t *g, uint64_t tid);
+static rep_t *rep_of(mlog_t *g, uint64_t tid);
+static phx_tid_t replay_spawn_id(mlog_t *g, const phx_task_t *p, uint32_t k, phx_tid_t id);
+
+/* Worker: the spawn hook. p's k-th spawn while handling delivery p->rsn
+ * (0: its init) is the event <p, rsn, k> -> child id. A replaying p gets
+ * the recorded id back; the det goes into the worker's queue before the
+ * spawn leaves either way (a replayed one again, as replayed deliveries'
+ * dets are), so the spawn frame, and any later frame of this node, carries
+ * it (causal) or it is stored on the next rank first (pessimistic). */
+static phx_tid_t spawn_hook(void *ctx, int worker, phx_task_t *p, phx_tid_t id)
+{
+    mlog_t *g = ctx;
+    if (p->spawn_rsn != p->rsn) {
+        p->spawn_rsn = p->rsn;
+        p->spawn_k = 0;
+    }
+    uint32_t k = p->spawn_k++;
+    if (g->seq_hw && (uint32_t)id + 1 > g->seq_hw[worker])
+        g->seq_hw[worker] = (uint32_t)id + 1;   /* the fresh id's low half is the counter */
+    /* Records, not phase: a record is counted finished when its last det
+     * is admitted, before that delivery's handler (which may spawn) runs,
+     * and a task the replay spawns again with no det to replay runs its
+     * init whenever its spawn comes. Records live until the period's
+     * commit (nrep 0 then, and hloc stays put while records exist). */
+    if (atomic_load_explicit(&g->nrep, memory_order_acquire) && lost_home(g, p->id))
+        id = replay_spawn_id(g, p, k, id);
+    phx_det_t d = phx_ml_spawn_det(p->id, p->rsn, k, id);
+    record(g, worker, &d);
+    return id;
 }
 
 static void partial_handback(mlog_t *g);
@@ -526,6 +571,45 @@ static int ml_admit_next(void *ctx, int worker, const phx_task_t *t, phx_tid_t *
     }
     pthread_rwlock_unlock(&g->rep_lock);
     return known;
+}
+
+/* Worker: the id of replaying task p's k-th spawn in delivery p->rsn:
+ * the recorded one, or the fresh id once every live rank handed back and
+ * none recorded it (no survivor holds the det, so none heard of that
+ * child: the det precedes every frame that could tell of it). Until then
+ * a det may still come, so the worker waits: the release comes from the
+ * comm threads' hand-backs, which need no worker, and a second failure
+ * voids the replay first (drop_replays sets rel and frees the records). */
+static phx_tid_t replay_spawn_id(mlog_t *g, const phx_task_t *p, uint32_t k, phx_tid_t id)
+{
+    for (unsigned spins = 0;; spins++) {
+        uint64_t child = 0;
+        int rc;
+        pthread_rwlock_rdlock(&g->rep_lock);
+        rep_t *r = rep_of(g, p->id);
+        if (!r)
+            rc = atomic_load(&g->rel) ? PHX_ML_SPAWN_NEW : PHX_ML_SPAWN_WAIT;
+        else {
+            pthread_mutex_lock(&r->mu);
+            rc = phx_ml_task_spawn(&r->mt, p->rsn, k, &child);
+            pthread_mutex_unlock(&r->mu);
+        }
+        pthread_rwlock_unlock(&g->rep_lock);
+        if (rc == PHX_ML_SPAWN_FOUND) {
+            atomic_fetch_add_explicit(&g->spawns_reused, 1, memory_order_relaxed);
+            return (phx_tid_t)child;
+        }
+        if (rc == PHX_ML_SPAWN_NEW || atomic_load(&g->n->stopping))
+            return id;
+        if (!spins)
+            atomic_fetch_add_explicit(&g->spawns_waited, 1, memory_order_relaxed);
+        if (spins < 64)
+            sched_yield();
+        else {
+            struct timespec ts = { 0, 100000 };
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 static void kick(mlog_t *g, uint64_t tid)
@@ -781,6 +865,9 @@ static void relog_add(void *arg, const phx_ml_entry_t *e)
 static int team_rollback(mlog_t *g)
 {
     uint64_t n0 = g->installed;
+    for (int i = 0; i < g->n->nworkers; i++)   /* the reload took the counter back */
+        if (atomic_load(&g->n->next_seq) < g->seq_hw[i])
+            atomic_store(&g->n->next_seq, g->seq_hw[i]);
     for (int i = 0; i < g->n->nworkers; i++) {
         if (g->own[i].err)
             return PHX_ENOMEM;   /* a hole: the replay could diverge */
@@ -920,6 +1007,7 @@ static int ml_init(phx_node_t *n, void **out)
     g->rb = calloc((size_t)n->size, 1);
     if (g->team > 1) {
         g->own = calloc((size_t)n->nworkers, sizeof *g->own);
+        g->seq_hw = calloc((size_t)n->nworkers, sizeof *g->seq_hw);
         atomic_store(&g->own_on, g->own != NULL);
     }
     g->done = calloc((size_t)n->size, 1);
@@ -928,7 +1016,8 @@ static int ml_init(phx_node_t *n, void **out)
                        .pessimistic = g->pess };
     phx_map_init(&g->rep);
     pthread_rwlock_init(&g->rep_lock, NULL);
-    g->ml = g->dead && g->pdead && g->done && g->fin && g->rb && (g->team <= 1 || g->own) ? phx_ml_create(&c) : NULL;
+    g->ml = g->dead && g->pdead && g->done && g->fin && g->rb && (g->team <= 1 || (g->own && g->seq_hw))
+                ? phx_ml_create(&c) : NULL;
     int rc = g->ml ? CR->init(n, &g->cr) : PHX_ENOMEM;
     if (rc) {
         phx_ml_destroy(g->ml);
@@ -937,6 +1026,7 @@ static int ml_init(phx_node_t *n, void **out)
         free(g->pdead);
         free(g->rb);
         free(g->own);
+        free(g->seq_hw);
         free(g->done);
         free(g->fin);
         free(g);
@@ -959,6 +1049,8 @@ static int ml_init(phx_node_t *n, void **out)
         n->admit = ml_admit;
         n->admit_next = ml_admit_next;
         n->admit_ctx = g;
+        n->spawn_hook = spawn_hook;
+        n->spawn_ctx = g;
     }
     *out = g;
     return 0;
@@ -1206,9 +1298,11 @@ static void ml_stop(void *st)
     uint64_t dups = 0;
     for (int i = 0; i < g->n->nworkers; i++)
         dups += PHX_CNT_GET(g->n->workers[i].n_dups);
-    phx_evlog("mlog_recovery", "\"restored\":%d,\"resent\":%llu,\"dets_back\":%llu,\"installed\":%llu,\"dups\":%llu",
+    phx_evlog("mlog_recovery", "\"restored\":%d,\"resent\":%llu,\"dets_back\":%llu,\"installed\":%llu,\"dups\":%llu,"
+              "\"spawn_ids_reused\":%llu,\"spawns_waited\":%llu",
               atomic_load(&g->nrep), (unsigned long long)g->resent, (unsigned long long)g->dets_back,
-              (unsigned long long)g->installed, (unsigned long long)dups);
+              (unsigned long long)g->installed, (unsigned long long)dups,
+              (unsigned long long)atomic_load(&g->spawns_reused), (unsigned long long)atomic_load(&g->spawns_waited));
     /* PHX_MLOG_DEBUG=1: messages still held when the job ends (read racily
      * from the workers' maps: a diagnosis aid, never on by default). */
     const char *dbg = getenv("PHX_MLOG_DEBUG");
@@ -1279,11 +1373,16 @@ static void ml_destroy(void *st)
         g->n->admit_next = NULL;
         g->n->admit_ctx = NULL;
     }
+    if (g->n->spawn_ctx == g) {
+        g->n->spawn_hook = NULL;
+        g->n->spawn_ctx = NULL;
+    }
     free_replays(g);
     pthread_rwlock_destroy(&g->rep_lock);
     free(g->done);
     own_clear(g);
     free(g->own);
+    free(g->seq_hw);
     phx_team_relog_clear(&g->relog);
     free(g->rb);
     free(g->fin);

@@ -481,6 +481,8 @@ phx_tid_t phx_spawn_on(phx_ctx_t *c, int type, int node, const void *arg, size_t
         return PHX_TID_NONE;
     uint32_t seq = atomic_fetch_add_explicit(&n->next_seq, 1, memory_order_relaxed);
     phx_tid_t id = make_tid(node, n->rank, seq);
+    if (c->task && n->spawn_hook)
+        id = n->spawn_hook(n->spawn_ctx, c->w->id, c->task, id);
     m->kind = PHX_MK_SPAWN;
     m->type_id = (uint16_t)type;
     m->hdr.dst = id;

@@ -47,6 +47,11 @@ typedef struct phx_task {
     phx_map_t out_ssn;          /* dst tid -> last SSN sent */
     phx_map_t in_ssn;           /* src tid -> last SSN delivered */
     phx_held_t held;            /* early or not yet admitted messages, by <src, ssn> */
+    /* The spawn hook's count: spawn_k spawns made while handling delivery
+     * spawn_rsn (worker only; not packed: a restored task spawns nothing
+     * before its next delivery, which starts a new count). */
+    uint64_t spawn_rsn;
+    uint32_t spawn_k;
     _Alignas(16) uint8_t state[];
 } phx_task_t;
 
@@ -71,6 +76,11 @@ typedef int (*phx_admit_hook_fn)(void *ctx, int worker, const phx_task_t *t, phx
  * may take next (a replay follows its determinants), so the worker looks
  * it up instead of offering each held one; 0 when it cannot say. */
 typedef int (*phx_admit_next_fn)(void *ctx, int worker, const phx_task_t *t, phx_tid_t *src, uint64_t *ssn);
+
+/* Spawn hook: runs on the worker when task parent spawns; id is the fresh
+ * id drawn for the child and the return value the id it gets (message
+ * logging records the id and gives a replayed spawn the recorded one). */
+typedef phx_tid_t (*phx_spawn_hook_fn)(void *ctx, int worker, phx_task_t *parent, phx_tid_t id);
 
 struct phx_worker {
     phx_node_t *node;
@@ -153,6 +163,8 @@ struct phx_node {
     phx_admit_hook_fn admit;    /* NULL: every in-order message is delivered */
     phx_admit_next_fn admit_next;
     void *admit_ctx;
+    phx_spawn_hook_fn spawn_hook;   /* NULL: a spawn keeps its fresh id */
+    void *spawn_ctx;
 
     /* Recovery mode (core/recovery.h): its hooks and state (comm thread). */
     const struct phx_recovery_ops *rec;

@@ -19,15 +19,22 @@
  * until START and is folded in then, in delivery order.
  *
  * Usage: order [-V tasks/node] [-k hops] [-c ticks per checkpoint] [-L 0|1]
- *              [-H TICK -g FILE]
+ *              [-S hops] [-H TICK -g FILE]
  *   -L 1  START travels along a line (main to task 0, task i to i+1), so
  *         most tasks get tokens before their START (the race, made certain)
+ *   -S s  every s-th hop of a token goes through a child task: the task
+ *         spawns it (on a node its chain picks, its own included), the child
+ *         mixes its own id into the token and hands it back, and the task
+ *         folds that into its chain. A replay that spawned the child under
+ *         another id would fold another value (an orphan, or a token twice);
+ *         kids= counts the children's visits: tokens x floor((hops - 1) / s)
  *   -H, -g  a test's gate: from tick TICK on, the checkpoint due next and
  *         the job's end wait until FILE exists ({"ev":"order_hold"} logged
  *         at TICK): a kill lands between two checkpoints by construction
- * Prints: order tasks=P tokens=T hops=K consistent=yes checksum=X
+ * Prints: order tasks=P tokens=T hops=K kids=N consistent=yes checksum=X
  * Progress: {"ev":"order_tick","n":k} in the event log (k = ticks: one per
- * 64 deliveries of any task); main asks for a checkpoint every c ticks. */
+ * 64 deliveries of any task); main asks for a checkpoint every c ticks;
+ * {"ev":"order_spawn","hop":h} on the node of a task that spawned a child. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,9 +47,10 @@
 #include "phx_err.h"
 
 #define MAXP 64
-enum { T_START, T_TOK, T_DONE, T_TICK, T_ASK, T_REPORT, T_POLL };
+enum { T_START, T_TOK, T_DONE, T_TICK, T_ASK, T_REPORT, T_POLL, T_KID };
 
-typedef struct tok { uint32_t id, hop; uint64_t val; } tok_t;
+typedef struct tok { uint32_t id, hop; uint64_t val; uint32_t kids, pad; } tok_t;
+typedef struct kid_msg { phx_tid_t parent; tok_t k; } kid_msg_t;
 typedef struct early { phx_tid_t src; tok_t k; } early_t;
 typedef struct task {
     uint32_t idx, p, hops, started, nearly;
@@ -54,7 +62,7 @@ typedef struct task {
 } task_t;
 typedef struct report { uint32_t idx; uint64_t sent[MAXP], recv[MAXP]; } report_t;
 typedef struct mainst {
-    uint32_t p, tokens, hops, ckpt_every, done, reports, ticks;
+    uint32_t p, tokens, hops, ckpt_every, done, reports, ticks, kids;
     uint32_t ckpt_due, end_held;   /* waiting for the gate (-H, -g) */
     uint64_t sum;
     phx_tid_t tids[MAXP];
@@ -62,8 +70,8 @@ typedef struct mainst {
 } mainst_t;
 typedef struct start_msg { uint32_t p, hops, line; phx_tid_t main; phx_tid_t tids[MAXP]; } start_msg_t;
 
-static int task_type, main_type;
-static uint32_t V = 4, HOPS = 400, CKPT_EVERY = 8, LINE, HOLD = UINT32_MAX;
+static int task_type, main_type, kid_type;
+static uint32_t V = 4, HOPS = 400, CKPT_EVERY = 8, LINE, HOLD = UINT32_MAX, SPAWN;
 static const char *GATE;   /* every node parses argv: a restored main finds it too */
 
 static int gate_open(void) { return !GATE || access(GATE, F_OK) == 0; }
@@ -115,8 +123,44 @@ static void fold(phx_ctx_t *c, task_t *t, phx_tid_t src, tok_t k)
         osend(c, t->main, T_TICK, NULL, 0);
     if (k.hop >= t->hops)
         osend(c, t->main, T_DONE, &k, sizeof k);
-    else
+    else if (SPAWN && k.hop % SPAWN == 0) {
+        kid_msg_t km = { phx_self(c), k };
+        int node = (int)((t->h >> 17) % (uint64_t)phx_size(c));
+        if (phx_spawn_on(c, kid_type, node, &km, sizeof km) == PHX_TID_NONE) {
+            fprintf(stderr, "order: spawn of a child failed\n");
+            phx_exit(c, 1);
+            return;
+        }
+        phx_evlog("order_spawn", "\"hop\":%u", k.hop);
+    } else
         send_tok(c, t, k);
+}
+
+/* A child: mixes its own id into the token and hands it back. */
+static void kid_init(phx_ctx_t *c, void *st, const void *arg, size_t n)
+{
+    (void)st;
+    kid_msg_t km;
+    if (n != sizeof km)
+        return;
+    memcpy(&km, arg, sizeof km);
+    km.k.val = mix(km.k.val ^ phx_self(c));
+    km.k.kids++;
+    osend(c, km.parent, T_KID, &km.k, sizeof km.k);
+    phx_task_done(c);
+}
+
+/* The child's token: folded into the chain (its id with it), then passed on. */
+static void on_kid(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    task_t *t = st;
+    tok_t k;
+    if (n != sizeof k)
+        return;
+    memcpy(&k, m, sizeof k);
+    t->h = mix(t->h ^ k.val ^ src);
+    k.val = t->h;
+    send_tok(c, t, k);
 }
 
 static void on_start(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
@@ -135,7 +179,7 @@ static void on_start(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_
         osend(c, t->tids[t->idx + 1], T_START, s, sizeof *s);
     t->h = mix(t->idx + 1);
     for (uint32_t j = 0; j < 2; j++) {   /* two tokens each */
-        tok_t k = { t->idx * 2 + j, 0, mix(t->h + j) };
+        tok_t k = { t->idx * 2 + j, 0, mix(t->h + j), 0, 0 };
         t->h = mix(t->h ^ k.val);
         send_tok(c, t, k);
     }
@@ -241,6 +285,7 @@ static void on_done(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
         return;
     memcpy(&k, m, sizeof k);
     s->sum += k.val;
+    s->kids += k.kids;
     if (++s->done == s->tokens)
         for (uint32_t i = 0; i < s->p; i++)
             osend(c, s->tids[i], T_ASK, NULL, 0);
@@ -256,8 +301,8 @@ static void finish(phx_ctx_t *c, mainst_t *s)
                     fprintf(stderr, "order: task %u's stream to task %u differs from what %u used\n", i, j, j);
                 bad++;
             }
-    printf("order tasks=%u tokens=%u hops=%u consistent=%s checksum=%016" PRIx64 "\n", s->p, s->tokens, s->hops,
-           bad ? "NO" : "yes", s->sum);
+    printf("order tasks=%u tokens=%u hops=%u kids=%u consistent=%s checksum=%016" PRIx64 "\n", s->p, s->tokens,
+           s->hops, s->kids, bad ? "NO" : "yes", s->sum);
     fflush(stdout);
     phx_exit(c, bad ? 3 : 0);
 }
@@ -300,7 +345,8 @@ static void on_poll(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
 
 int main(int argc, char **argv)
 {
-    const char *usage = "order [-V tasks/node] [-k hops] [-c ticks per checkpoint] [-L 0|1] [-H TICK -g FILE]";
+    const char *usage = "order [-V tasks/node] [-k hops] [-c ticks per checkpoint] [-L 0|1] [-S hops] "
+                        "[-H TICK -g FILE]";
     for (int i = 1; i < argc; i++) {
         if (!strncmp(argv[i], "--phx-", 6))
             continue;
@@ -319,6 +365,8 @@ int main(int argc, char **argv)
             CKPT_EVERY = (uint32_t)v;
         else if (!strcmp(argv[i], "-L") && v <= 1)
             LINE = (uint32_t)v;
+        else if (!strcmp(argv[i], "-S"))
+            SPAWN = (uint32_t)v;
         else if (!strcmp(argv[i], "-H"))
             HOLD = (uint32_t)v;
         else
@@ -328,11 +376,13 @@ int main(int argc, char **argv)
     if ((HOLD == UINT32_MAX) != !GATE)
         return phx_usage_error(usage, "-H and -g go together");
     phx_type_t tt = { .name = "order-task", .state_size = sizeof(task_t), .init = task_init,
-                      .handlers = { [T_START] = on_start, [T_TOK] = on_tok, [T_ASK] = on_ask } };
+                      .handlers = { [T_START] = on_start, [T_TOK] = on_tok, [T_ASK] = on_ask, [T_KID] = on_kid } };
     task_type = phx_register_type(&tt);
     phx_type_t mt = { .name = "order-main", .state_size = sizeof(mainst_t), .init = main_init,
                       .handlers = { [T_DONE] = on_done, [T_TICK] = on_tick, [T_REPORT] = on_report,
                                     [T_POLL] = on_poll } };
     main_type = phx_register_type(&mt);
+    phx_type_t kt = { .name = "order-kid", .init = kid_init };
+    kid_type = phx_register_type(&kt);
     return phx_main(argc, argv, main_type, NULL, 0);
 }

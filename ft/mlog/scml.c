@@ -99,8 +99,57 @@ void phx_ml_task_restore(phx_ml_task_t *t, uint64_t rsn)
     t->rep_base = rsn;
 }
 
+/* A spawn det: kept in the task's spawn table. A key at rep_base is
+ * kept: a task the replay spawns again (base 0) spawns in its init. */
+static int spawn_install(phx_ml_task_t *t, const phx_det_t *d)
+{
+    if (d->rsn < t->rep_base)
+        return 0;
+    if (t->sp_n == t->sp_cap) {
+        uint64_t cap = t->sp_cap ? 2 * t->sp_cap : 16;
+        phx_det_t *r = realloc(t->sp, cap * sizeof *r);
+        if (!r)
+            return PHX_ENOMEM;
+        t->sp = r;
+        t->sp_cap = cap;
+    }
+    t->sp[t->sp_n++] = *d;
+    t->sp_sorted = 0;
+    return 0;
+}
+
+static int spawn_cmp(const void *a, const void *b)
+{
+    const phx_det_t *x = a, *y = b;
+    if (x->rsn != y->rsn)
+        return x->rsn < y->rsn ? -1 : 1;
+    return x->ssn < y->ssn ? -1 : x->ssn > y->ssn;
+}
+
+int phx_ml_task_spawn(phx_ml_task_t *t, uint64_t rsn, uint32_t k, uint64_t *child)
+{
+    if (!t->sp_sorted && t->sp_n) {   /* sorted by key, repeats dropped */
+        qsort(t->sp, t->sp_n, sizeof *t->sp, spawn_cmp);
+        uint64_t j = 0;
+        for (uint64_t i = 0; i < t->sp_n; i++)
+            if (!j || spawn_cmp(&t->sp[j - 1], &t->sp[i]))
+                t->sp[j++] = t->sp[i];
+        t->sp_n = j;
+    }
+    t->sp_sorted = 1;
+    phx_det_t key = { .rsn = rsn, .ssn = PHX_ML_SPAWN_DET | k };
+    const phx_det_t *d = t->sp_n ? bsearch(&key, t->sp, t->sp_n, sizeof *t->sp, spawn_cmp) : NULL;
+    if (d) {
+        *child = d->sender;
+        return PHX_ML_SPAWN_FOUND;
+    }
+    return t->released || !t->replaying ? PHX_ML_SPAWN_NEW : PHX_ML_SPAWN_WAIT;
+}
+
 int phx_ml_task_install(phx_ml_task_t *t, const phx_det_t *d)
 {
+    if (phx_ml_det_is_spawn(d))
+        return spawn_install(t, d);
     if (d->rsn <= t->rep_base || d->rsn <= t->rsn)
         return 0;
     uint64_t i = d->rsn - t->rep_base - 1;
@@ -171,6 +220,10 @@ void phx_ml_task_free(phx_ml_task_t *t)
     free(t->rep);
     t->rep = NULL;
     t->rep_n = t->rep_cap = 0;
+    free(t->sp);
+    t->sp = NULL;
+    t->sp_n = t->sp_cap = 0;
+    t->sp_sorted = 0;
 }
 
 int phx_ml_admit(phx_ml_t *ml, int worker, phx_ml_task_t *t, uint64_t src, uint64_t dst, uint64_t ssn,
@@ -314,6 +367,12 @@ static uint64_t unzz(uint64_t v, uint64_t prev)
     return prev + ((v >> 1) ^ (uint64_t)-(int64_t)(v & 1));
 }
 
+/* ssn rotated left by one: a spawn det's flag (bit 63) becomes bit 0, so
+ * a spawn det next to a delivery det differs by a small ssn, not 2^63
+ * (two 10-byte varints per spawn otherwise: fib's trailers). */
+static uint64_t rotl1(uint64_t x) { return x << 1 | x >> 63; }
+static uint64_t rotr1(uint64_t x) { return x >> 1 | x << 63; }
+
 /* One reserve per det (the encoder's hot loop: a copy per peer). */
 static void put_det(phx_wenc_t *e, const phx_det_t *d, phx_det_t *prev)
 {
@@ -321,7 +380,7 @@ static void put_det(phx_wenc_t *e, const phx_det_t *d, phx_det_t *prev)
     int k = uv_write(b, zz(d->receiver, prev->receiver));
     k += uv_write(b + k, zz(d->rsn, prev->rsn));
     k += uv_write(b + k, zz(d->sender, prev->sender));
-    k += uv_write(b + k, zz(d->ssn, prev->ssn));
+    k += uv_write(b + k, zz(rotl1(d->ssn), rotl1(prev->ssn)));
     uint8_t *p = phx_wenc_reserve(e, (size_t)k);
     if (p)
         memcpy(p, b, (size_t)k);
@@ -333,7 +392,7 @@ static void get_det(phx_wdec_t *dc, phx_det_t *d, phx_det_t *prev)
     d->receiver = unzz(get_uv(dc), prev->receiver);
     d->rsn = unzz(get_uv(dc), prev->rsn);
     d->sender = unzz(get_uv(dc), prev->sender);
-    d->ssn = unzz(get_uv(dc), prev->ssn);
+    d->ssn = rotr1(unzz(get_uv(dc), rotl1(prev->ssn)));
     *prev = *d;
 }
 

@@ -54,14 +54,45 @@ typedef struct phx_ml_task {
     int replaying, released;
     phx_det_t *rep;             /* installed dets, rep[i].rsn = base + 1 + i */
     uint64_t rep_base, rep_n, rep_cap;
+    phx_det_t *sp;              /* installed spawn dets (any order until sorted) */
+    uint64_t sp_n, sp_cap;
+    int sp_sorted;
 } phx_ml_task_t;
+
+/* Spawn determinants. The id a task-made spawn gets comes from its node's
+ * counter: a nondeterministic event like a delivery's rsn, so it is
+ * recorded like one. Its key is <parent, rsn, k>: the parent's k-th spawn
+ * (k from 0) while handling delivery rsn (0: its init); piecewise
+ * determinism makes a replay spawn with the same keys. It travels as a det
+ * whose receiver is the parent (handed back with the parent's dets, to
+ * its new host), sender the child's id, rsn the key's rsn and ssn
+ * PHX_ML_SPAWN_DET | k (real SSNs never reach bit 63). Like a delivery
+ * det it enters the worker's queue before the spawn leaves, so every frame
+ * that can tell a survivor of the child carries it or follows its ack. */
+#define PHX_ML_SPAWN_DET (1ull << 63)
+static inline phx_det_t phx_ml_spawn_det(uint64_t parent, uint64_t rsn, uint32_t k, uint64_t child)
+{
+    phx_det_t d = { .sender = child, .receiver = parent, .ssn = PHX_ML_SPAWN_DET | k, .rsn = rsn };
+    return d;
+}
+static inline int phx_ml_det_is_spawn(const phx_det_t *d) { return (d->ssn & PHX_ML_SPAWN_DET) != 0; }
 
 /* A restored task starts replaying from rsn (its checkpointed value). */
 void phx_ml_task_restore(phx_ml_task_t *t, uint64_t rsn);
 /* Installs a det handed back by a survivor (dets may repeat and come in
  * any order). Returns 0, PHX_ENOMEM, or PHX_ERANGE for a det whose rsn
- * would leave a gap that can never be filled (not above rsn: ignored, 0). */
+ * would leave a gap that can never be filled (not above rsn: ignored, 0).
+ * A spawn det goes to the spawn table (below rep_base: ignored); it never
+ * counts as a delivery, so it makes no gap. */
 int phx_ml_task_install(phx_ml_task_t *t, const phx_det_t *d);
+/* The id of the task's k-th spawn while handling delivery rsn:
+ * FOUND (*child set: the replay reuses the recorded id, and the child's
+ * host drops the spawn if the child exists or existed), NEW (released and
+ * nothing recorded: no survivor holds the det, so none heard of the child
+ * and a fresh id is safe; also for a task that is not replaying) or WAIT
+ * (not released: a survivor may still hand the det back). */
+enum { PHX_ML_SPAWN_NEW = 0, PHX_ML_SPAWN_FOUND = 1, PHX_ML_SPAWN_WAIT = 2 };
+int phx_ml_task_spawn(phx_ml_task_t *t, uint64_t rsn, uint32_t k, uint64_t *child);
 /* Every survivor has answered: fresh rsns may follow the replayed ones.
  * PHX_ERANGE when the installed dets have a gap (a det was lost: the task
  * could never pass it; the glue falls back to the global rollback). */
@@ -73,7 +104,7 @@ int phx_ml_task_check(phx_ml_task_t *t, uint64_t cur, uint64_t src, uint64_t ssn
 /* 1 and the <*src, *ssn> the delivery after cur must be, while an
  * installed det names it; 0 otherwise (check decides then). */
 int phx_ml_task_next(const phx_ml_task_t *t, uint64_t cur, uint64_t *src, uint64_t *ssn);
-/* Frees the installed dets. */
+/* Frees the installed dets (spawn dets too). */
 void phx_ml_task_free(phx_ml_task_t *t);
 
 enum { PHX_ML_DELIVER = 0, PHX_ML_HOLD = 1 };

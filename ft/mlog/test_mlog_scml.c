@@ -771,6 +771,113 @@ static void test_replay_order(void **st)
     phx_ml_destroy(ml);
 }
 
+/* Spawn dets: the k-th spawn in delivery rsn of a replaying task finds
+ * the recorded child id (in any install order, repeats allowed); a key not
+ * recorded waits until the release, then takes a fresh id; spawn dets make
+ * no gap and never steer deliveries; the key of the last replayed delivery
+ * is still found after that delivery ended the replay (its handler spawns
+ * after the admission); a task the replay spawns again (base 0) finds the
+ * spawns of its init. */
+static void test_spawn_ids(void **st)
+{
+    (void)st;
+    const uint64_t P = 1ull << 48 | 9, A = 2ull << 48 | 3ull << 32 | 40, B = A + 1, C = 5ull << 48 | 3ull << 32 | 7;
+    phx_ml_task_t t = { 0 };
+    phx_ml_task_restore(&t, 4);
+    phx_det_t d5 = { 8, P, 3, 5 }, d6 = { 7, P, 1, 6 };
+    phx_det_t sa = phx_ml_spawn_det(P, 5, 0, A), sb = phx_ml_spawn_det(P, 5, 1, B), sc = phx_ml_spawn_det(P, 6, 0, C);
+    phx_det_t old = phx_ml_spawn_det(P, 3, 0, 77);   /* before the checkpoint: ignored */
+    assert_true(phx_ml_det_is_spawn(&sa) && !phx_ml_det_is_spawn(&d5));
+    const phx_det_t *ins[] = { &sc, &d6, &sb, &old, &sa, &d5, &sb, &sc };
+    for (size_t i = 0; i < sizeof ins / sizeof *ins; i++)
+        assert_int_equal(phx_ml_task_install(&t, ins[i]), 0);
+    uint64_t id = 0;
+    assert_int_equal(phx_ml_task_spawn(&t, 5, 0, &id), PHX_ML_SPAWN_FOUND);
+    assert_true(id == A);
+    assert_int_equal(phx_ml_task_spawn(&t, 5, 1, &id), PHX_ML_SPAWN_FOUND);
+    assert_true(id == B);
+    assert_int_equal(phx_ml_task_spawn(&t, 6, 1, &id), PHX_ML_SPAWN_WAIT);   /* a survivor may still have it */
+    assert_int_equal(phx_ml_task_spawn(&t, 3, 0, &id), PHX_ML_SPAWN_WAIT);
+    /* Deliveries follow the delivery dets only. */
+    assert_int_equal(phx_ml_task_check(&t, 4, 7, 1), PHX_ML_HOLD);
+    assert_int_equal(phx_ml_task_check(&t, 4, 8, 3), PHX_ML_DELIVER);
+    assert_int_equal(phx_ml_task_release(&t), 0);   /* no gap from the spawn dets */
+    assert_int_equal(phx_ml_task_check(&t, 5, 7, 1), PHX_ML_DELIVER);   /* the last det: replay over */
+    assert_int_equal(t.replaying, 0);
+    assert_int_equal(phx_ml_task_spawn(&t, 6, 0, &id), PHX_ML_SPAWN_FOUND);   /* its handler spawns now */
+    assert_true(id == C);
+    assert_int_equal(phx_ml_task_spawn(&t, 6, 1, &id), PHX_ML_SPAWN_NEW);
+    assert_int_equal(phx_ml_task_spawn(&t, 3, 0, &id), PHX_ML_SPAWN_NEW);
+    assert_int_equal(phx_ml_task_spawn(&t, 7, 0, &id), PHX_ML_SPAWN_NEW);
+    phx_ml_task_free(&t);
+    assert_int_equal(t.sp_n, 0);
+    /* Spawned again by the replay: its init (rsn 0) spawned. */
+    phx_ml_task_t g = { 0 };
+    phx_ml_task_restore(&g, 0);
+    phx_det_t si = phx_ml_spawn_det(A, 0, 0, C);
+    assert_int_equal(phx_ml_task_install(&g, &si), 0);
+    assert_int_equal(phx_ml_task_spawn(&g, 0, 0, &id), PHX_ML_SPAWN_FOUND);
+    assert_true(id == C);
+    assert_int_equal(phx_ml_task_spawn(&g, 0, 1, &id), PHX_ML_SPAWN_WAIT);
+    assert_int_equal(phx_ml_task_release(&g), 0);
+    assert_int_equal(g.replaying, 0);
+    assert_int_equal(phx_ml_task_spawn(&g, 0, 1, &id), PHX_ML_SPAWN_NEW);
+    phx_ml_task_free(&g);
+    /* A task that is not replaying (a survivor's) never waits. */
+    phx_ml_task_t s = { 0 };
+    assert_int_equal(phx_ml_task_spawn(&s, 9, 0, &id), PHX_ML_SPAWN_NEW);
+}
+
+/* A spawn det travels like a delivery det: in the parent worker's queue
+ * after the det of the delivery it was made in (so a node that has it has
+ * that one too), through the compact trailer (bit 63 of ssn, 64-bit ids),
+ * stored by the receiver and handed back with the parent's dets when the
+ * parent is lost; installed there, the replay finds the child's id. */
+typedef struct lost_one { uint64_t tid; got_t g; } lost_one_t;
+static int lost_one(void *arg, uint64_t tid) { return tid == ((lost_one_t *)arg)->tid; }
+static void lost_one_det(void *arg, const phx_det_t *d) { got_det(&((lost_one_t *)arg)->g, d); }
+static void test_spawn_det_handback(void **st)
+{
+    (void)st;
+    phx_ml_cfg_t ca = { .rank = 0, .n = 2, .inc = 2, .nq = 2, .qcap = 16 };
+    phx_ml_cfg_t cb = { .rank = 1, .n = 2, .inc = 1, .nq = 2, .qcap = 16 };
+    phx_ml_t *a = phx_ml_create(&ca), *b = phx_ml_create(&cb);
+    const uint64_t P = 1ull << 48 | 12, Q = 1ull << 48 | 13, X = 2ull << 48 | 1ull << 32 | 0xffffffffu;
+    phx_ml_task_t tp = { 0 }, tq = { 0 };
+    uint64_t rsn;
+    assert_int_equal(phx_ml_admit(a, 1, &tp, 5, P, 1, &rsn), PHX_ML_DELIVER);
+    phx_det_t sx = phx_ml_spawn_det(P, rsn, 0, X);
+    assert_true(phx_detq_add(phx_ml_queue(a, 1), &sx) >= 0);
+    assert_int_equal(phx_ml_admit(a, 0, &tq, 5, Q, 1, &rsn), PHX_ML_DELIVER);
+    phx_det_t sq = phx_ml_spawn_det(Q, rsn, 0, X + 1);
+    assert_true(phx_detq_add(phx_ml_queue(a, 0), &sq) >= 0);
+    uint8_t pb[4096];
+    long n = phx_ml_pb_encode_to(a, 1, pb, sizeof pb);
+    assert_true(n > 0);
+    for (long cut = 0; cut < n; cut++)   /* every truncation is refused */
+        assert_true(phx_ml_pb_store(b, 0, pb, (size_t)cut, NULL) < 0);
+    assert_int_equal(phx_ml_pb_store(b, 0, pb, (size_t)n, NULL), 0);
+    /* P is lost, Q is not: b hands back P's delivery det, then its spawn det. */
+    lost_one_t lo = { .tid = P };
+    phx_ml_restart_cb_t cbp = { &lo, lost_one, lost_one_det, NULL };
+    phx_ml_restart_dets(b, &cbp);
+    assert_int_equal(lo.g.n, 2);
+    assert_false(phx_ml_det_is_spawn(&lo.g.d[0]));
+    assert_memory_equal(&lo.g.d[1], &sx, sizeof sx);
+    phx_ml_task_t r = { 0 };
+    phx_ml_task_restore(&r, 0);
+    for (int i = 0; i < lo.g.n; i++)
+        assert_int_equal(phx_ml_task_install(&r, &lo.g.d[i]), 0);
+    uint64_t id = 0;
+    assert_int_equal(phx_ml_task_spawn(&r, 1, 0, &id), PHX_ML_SPAWN_FOUND);
+    assert_true(id == X);
+    assert_int_equal(phx_ml_task_release(&r), 0);
+    assert_int_equal(phx_ml_task_check(&r, 0, 5, 1), PHX_ML_DELIVER);
+    phx_ml_task_free(&r);
+    phx_ml_destroy(a);
+    phx_ml_destroy(b);
+}
+
 /* 004a R11 / 004b R16: failure sets. */
 static void test_decide(void **st)
 {
@@ -787,6 +894,8 @@ int main(void)
         cmocka_unit_test(test_trailer_store_ack),
         cmocka_unit_test(test_codec_and_batched_ack),
         cmocka_unit_test(test_replay_order),
+        cmocka_unit_test(test_spawn_ids),
+        cmocka_unit_test(test_spawn_det_handback),
         cmocka_unit_test(test_decide),
         cmocka_unit_test(test_ring_volume),
         cmocka_unit_test(test_logs_emptied_by_checkpoint),
