@@ -529,6 +529,26 @@ static void rep_finish(mlog_t *g, rep_t *r)
         end_phase(g);
 }
 
+/* Worker: 0 if t is no lost task of a partial recovery under way (no
+ * lock taken); else 1 with rep_lock read-held and *r its replay record,
+ * whose mutex is held too, or NULL (none yet). rep_leave releases both. */
+static int rep_enter(mlog_t *g, const phx_task_t *t, rep_t **r)
+{
+    if (!atomic_load_explicit(&g->phase, memory_order_acquire) || !lost_home(g, t->id))
+        return 0;
+    pthread_rwlock_rdlock(&g->rep_lock);
+    if ((*r = rep_of(g, t->id)))
+        pthread_mutex_lock(&(*r)->mu);
+    return 1;
+}
+
+static void rep_leave(mlog_t *g, rep_t *r)
+{
+    if (r)
+        pthread_mutex_unlock(&r->mu);
+    pthread_rwlock_unlock(&g->rep_lock);
+}
+
 /* Worker: may <src, ssn> be delivered to t now? Survivors' own tasks
  * always; a dead node's task (restored, or spawned again by the replay)
  * in the order its installed dets give, and nothing else before every
@@ -537,20 +557,17 @@ static int ml_admit(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, u
 {
     (void)worker;
     mlog_t *g = ctx;
-    if (!atomic_load_explicit(&g->phase, memory_order_acquire) || !lost_home(g, t->id))
+    rep_t *r;
+    if (!rep_enter(g, t, &r))
         return 0;
-    pthread_rwlock_rdlock(&g->rep_lock);
-    rep_t *r = rep_of(g, t->id);
     int hold;
     if (!r)
         hold = !atomic_load(&g->rel);
     else {
-        pthread_mutex_lock(&r->mu);
         hold = phx_ml_task_check(&r->mt, t->rsn, src, ssn) == PHX_ML_HOLD;
         rep_finish(g, r);
-        pthread_mutex_unlock(&r->mu);
     }
-    pthread_rwlock_unlock(&g->rep_lock);
+    rep_leave(g, r);
     return hold;
 }
 
@@ -559,17 +576,11 @@ static int ml_admit_next(void *ctx, int worker, const phx_task_t *t, phx_tid_t *
 {
     (void)worker;
     mlog_t *g = ctx;
-    if (!atomic_load_explicit(&g->phase, memory_order_acquire) || !lost_home(g, t->id))
+    rep_t *r;
+    if (!rep_enter(g, t, &r))
         return 0;
-    pthread_rwlock_rdlock(&g->rep_lock);
-    rep_t *r = rep_of(g, t->id);
-    int known = 0;
-    if (r) {
-        pthread_mutex_lock(&r->mu);
-        known = phx_ml_task_next(&r->mt, t->rsn, src, ssn);
-        pthread_mutex_unlock(&r->mu);
-    }
-    pthread_rwlock_unlock(&g->rep_lock);
+    int known = r && phx_ml_task_next(&r->mt, t->rsn, src, ssn);
+    rep_leave(g, r);
     return known;
 }
 

@@ -122,3 +122,16 @@ gone() {
         sleep 0.01
     done
 }
+
+# With DIR (event logs DIR/ev.RANK.jsonl) and N (ranks) set by the test:
+# logged PATTERN: some node logged it.
+logged() { grep -qs "$1" "$DIR"/ev.*.jsonl; }
+# settled MIN: every node's last checkpoint round is committed, MIN or more
+# committed in all (the job's start is the first).
+settled() {
+    for r in $(seq 0 $((N - 1))); do
+        f=$DIR/ev.$r.jsonl
+        [ "$(grep -Eo '"ev":"ckpt_(begin|commit)"' "$f" 2>/dev/null | tail -1)" = '"ev":"ckpt_commit"' ] &&
+            [ "$(grep -c '"ev":"ckpt_commit"' "$f")" -ge "$1" ] || return 1
+    done
+}

@@ -40,7 +40,6 @@ start() {
     PIDS="$PIDS $JOBPID"
 }
 # logged PATTERN: some node's event log has it (globbed at each call).
-logged() { grep -qs "$1" "$DIR"/ev.*.jsonl; }
 pid_of() { awk -v r="$1" '$1 == r { print $2 }' "$DIR/pids"; }
 # kill_at ITER RANK...: SIGKILL those ranks once the main task logged ITER.
 kill_at() {

@@ -39,7 +39,6 @@ start() {
     JOBPID=$!
     PIDS="$PIDS $JOBPID"
 }
-logged() { grep -qs "$1" "$DIR"/ev.*.jsonl; }
 pid_of() { awk -v r="$1" '$1 == r { print $2 }' "$DIR/pids"; }
 kill_at() {
     wait_for "$JOB_TIMEOUT" logged "\"ev\":\"jacobi_iter\",\"iter\":$1}" ||

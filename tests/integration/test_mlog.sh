@@ -47,7 +47,6 @@ start() {   # start NAME MODE [ARGS...]: the job in the background (JOBPID, DIR)
         >"$DIR/out" 2>"$DIR/err" &
     JOBPID=$!
 }
-logged() { grep -qs "$1" "$DIR"/ev.*.jsonl; }
 # finish_job: waits (RC); a failed job shows the end of its stderr.
 finish_job() {
     wait "$JOBPID"; RC=$?
@@ -89,15 +88,6 @@ done
 check "mlog-pessimistic: app frames carried no determinants" eval \
     '! grep -h "\"ev\":\"mlog_stats\"" "$DIR"/ev.*.jsonl | grep -qv "\"piggybacked_on_app\":0"'
 
-# settled MIN: every node's last checkpoint round is committed, MIN or more
-# committed in all (the job's start is the first).
-settled() {
-    for r in $(seq 0 $((N - 1))); do
-        f=$DIR/ev.$r.jsonl
-        [ "$(grep -Eo '"ev":"ckpt_(begin|commit)"' "$f" 2>/dev/null | tail -1)" = '"ev":"ckpt_commit"' ] &&
-            [ "$(grep -c '"ev":"ckpt_commit"' "$f")" -ge "$1" ] || return 1
-    done
-}
 # kill_held NAME MIN RANK...: once the job logged its hold and MIN
 # checkpoints settled, SIGKILL those ranks; once they are gone and the
 # lowest live rank ended its recovery round (or the job ended), open the

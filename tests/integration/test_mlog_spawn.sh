@@ -38,17 +38,8 @@ finish_job() {
     wait "$JOBPID"; RC=$?
     [ "$RC" = 0 ] || tail -8 "$DIR/err" | sed 's/^/  err: /'
 }
-logged() { grep -qs "$1" "$DIR"/ev.*.jsonl; }
 every_ge1() { grep -hs "\"ev\":\"$1\"" "$DIR"/ev.*.jsonl | grep -q "\"$2\":[1-9]"; }
 result_ok() { grep -q "kids=$KIDS consistent=yes" "$DIR/out"; }
-# settled MIN: every node's last checkpoint round is committed, MIN or more in all.
-settled() {
-    for r in $(seq 0 $((N - 1))); do
-        f=$DIR/ev.$r.jsonl
-        [ "$(grep -Eo '"ev":"ckpt_(begin|commit)"' "$f" 2>/dev/null | tail -1)" = '"ev":"ckpt_commit"' ] &&
-            [ "$(grep -c '"ev":"ckpt_commit"' "$f")" -ge "$1" ] || return 1
-    done
-}
 # spawned_after_commit RANK: RANK's tasks spawned a child after its last commit.
 spawned_after_commit() {
     awk '/"ev":"ckpt_commit"/ { c = NR; s = 0 } /"ev":"order_spawn"/ { if (c) s = 1 } END { exit !s }' \
