@@ -107,8 +107,15 @@ run_bg() {   # run_bg NAME ARGS...: phx in the background, pid in $L
         >"$TMP/$n.out" 2>"$TMP/$n.err" &
     L=$!; PIDS="$PIDS $L"
 }
-# kill_host H: every process of namespace H (its sshd, the node) dies.
-kill_host() { pids=$(ip netns pids "${TAG}h$1"); [ -n "$pids" ] && kill -9 $pids; }
+# kill_host H: every process of namespace H (its sshd, the node) dies, and
+# is gone before it returns: an sshd started at once after it would find
+# its address still bound by the old one and exit (seen once in CI).
+host_empty() { [ -z "$(ip netns pids "${TAG}h$1")" ]; }
+kill_host() {
+    pids=$(ip netns pids "${TAG}h$1")
+    [ -n "$pids" ] && kill -9 $pids
+    wait_for "$JOB_S" host_empty "$1"
+}
 
 # ---- a job over ssh, and the secret on no command line -------------------------------
 SECRET=phx-test-secret-$$-$RANDOM
@@ -165,7 +172,7 @@ check "host killed: the launcher names the lost rank" grep -q "rank 2 (host 10.9
 
 # Restart the killed host's sshd for the next runs.
 start_sshd 3
-wait_for 20 $PHX_RSH "10.99.$X.4" true 2>/dev/null || fail "sshd on host 3 restarts"
+wait_for "$JOB_S" $PHX_RSH "10.99.$X.4" true 2>/dev/null || fail "sshd on host 3 restarts"
 
 lose link linkdown
 check "host link down: busy survives, exit 0 (rc $rc)" [ "$rc" = 0 ]
@@ -174,7 +181,7 @@ check "host link down: rank 0 reports the end with 1 failed node" \
 kill_host 3 2>/dev/null   # the cut-off node cannot hear its launcher
 
 start_sshd 3
-wait_for 20 $PHX_RSH "10.99.$X.4" true 2>/dev/null || fail "sshd on host 3 restarts"
+wait_for "$JOB_S" $PHX_RSH "10.99.$X.4" true 2>/dev/null || fail "sshd on host 3 restarts"
 
 # ---- agreement across hosts: rank 2 dies inside agreement 1 ---------------------------
 # Its ssh exits 255 (the remote side was killed); the agreements cover it.
