@@ -529,16 +529,24 @@ static void rep_finish(mlog_t *g, rep_t *r)
         end_phase(g);
 }
 
+/* Worker: takes rep_lock for reading and returns tid's replay record with
+ * its mutex held, or NULL (none). rep_leave releases both. */
+static rep_t *rep_lock(mlog_t *g, uint64_t tid)
+{
+    pthread_rwlock_rdlock(&g->rep_lock);
+    rep_t *r = rep_of(g, tid);
+    if (r)
+        pthread_mutex_lock(&r->mu);
+    return r;
+}
+
 /* Worker: 0 if t is no lost task of a partial recovery under way (no
- * lock taken); else 1 with rep_lock read-held and *r its replay record,
- * whose mutex is held too, or NULL (none yet). rep_leave releases both. */
+ * lock taken); else 1 and *r = rep_lock(t's id). */
 static int rep_enter(mlog_t *g, const phx_task_t *t, rep_t **r)
 {
     if (!atomic_load_explicit(&g->phase, memory_order_acquire) || !lost_home(g, t->id))
         return 0;
-    pthread_rwlock_rdlock(&g->rep_lock);
-    if ((*r = rep_of(g, t->id)))
-        pthread_mutex_lock(&(*r)->mu);
+    *r = rep_lock(g, t->id);
     return 1;
 }
 
@@ -595,17 +603,10 @@ static phx_tid_t replay_spawn_id(mlog_t *g, const phx_task_t *p, uint32_t k, phx
 {
     for (unsigned spins = 0;; spins++) {
         uint64_t child = 0;
-        int rc;
-        pthread_rwlock_rdlock(&g->rep_lock);
-        rep_t *r = rep_of(g, p->id);
-        if (!r)
-            rc = atomic_load(&g->rel) ? PHX_ML_SPAWN_NEW : PHX_ML_SPAWN_WAIT;
-        else {
-            pthread_mutex_lock(&r->mu);
-            rc = phx_ml_task_spawn(&r->mt, p->rsn, k, &child);
-            pthread_mutex_unlock(&r->mu);
-        }
-        pthread_rwlock_unlock(&g->rep_lock);
+        rep_t *r = rep_lock(g, p->id);
+        int rc = !r ? (atomic_load(&g->rel) ? PHX_ML_SPAWN_NEW : PHX_ML_SPAWN_WAIT)
+                    : phx_ml_task_spawn(&r->mt, p->rsn, k, &child);
+        rep_leave(g, r);
         if (rc == PHX_ML_SPAWN_FOUND) {
             atomic_fetch_add_explicit(&g->spawns_reused, 1, memory_order_relaxed);
             return (phx_tid_t)child;
@@ -690,19 +691,10 @@ static void try_release(mlog_t *g)
     int bad = 0;
     pthread_rwlock_rdlock(&g->rep_lock);
     /* left counts released records still replaying (an earlier round's
-     * among them) plus the guard partial_begin added: add the records this
-     * release releases (none can finish before: unreleased), then take the
-     * guard back below, so the phase cannot end while records are still
-     * being released. */
-    int add = 0;
-    for (size_t i = 0; i < g->rep.cap; i++)
-        if (g->rep.keys[i]) {
-            rep_t *r = (rep_t *)(uintptr_t)g->rep.vals[i];
-            pthread_mutex_lock(&r->mu);
-            add += !r->mt.released;
-            pthread_mutex_unlock(&r->mu);
-        }
-    atomic_fetch_add(&g->left, add);
+     * among them) plus the guard partial_begin added: each record this
+     * release releases is counted under its mutex just before (so it cannot
+     * finish uncounted), and the guard is taken back below, so the phase
+     * cannot end while records are still being released. */
     for (size_t i = 0; i < g->rep.cap; i++) {
         if (!g->rep.keys[i])
             continue;
@@ -712,6 +704,7 @@ static void try_release(mlog_t *g)
             pthread_mutex_unlock(&r->mu);
             continue;
         }
+        atomic_fetch_add(&g->left, 1);
         int rc = phx_ml_task_release(&r->mt);
         if (!rc)
             rep_finish(g, r);

@@ -219,8 +219,8 @@ static void retry_held(phx_worker_t *w, phx_tid_t id)
         phx_tid_t src;
         uint64_t ssn;
         if (n->admit_next && n->admit_next(n->admit_ctx, w->id, t, &src, &ssn)) {
-            const uint64_t *last = phx_map_get(&t->in_ssn, src);
-            phx_msg_t *x = ssn == (last ? *last : 0) + 1 ? take_next(w, t, src) : NULL;
+            /* src's next message, if that is <src, ssn> (admit decides). */
+            phx_msg_t *x = take_next(w, t, src);
             progressed = x && !run_held(w, t, x);
             continue;
         }
