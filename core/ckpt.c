@@ -67,7 +67,7 @@ typedef struct pin {
 } pin_t;
 
 /* One blob in transit in chunks (see "bulk transfer" below). */
-enum { BK_COPY, BK_XFER };
+enum { BK_COPY, BK_XFER, BK_MIG };
 typedef struct bulk {
     int peer, kind, key;        /* key: the rank whose state it is */
     uint64_t id, epoch;
@@ -114,7 +114,8 @@ typedef struct cr {
     phx_ck_store_t store;
     /* Fault injection for tests (PHX_CKPT_DIE=RANK:EPOCH:POINT): this rank
      * raises SIGKILL at a protocol point, so a kill lands there by
-     * construction. */
+     * construction; for rejoin, shipped and moved EPOCH is the
+     * incarnation that dies. */
     int die_point;              /* DIE_* */
     uint64_t die_epoch;
     /* disk checkpoints (core/ckpt_disk.h) */
@@ -143,6 +144,7 @@ typedef struct cr {
     uint16_t view;              /* membership view of the detector (ft/hb) */
     phx_ck_join_t join;         /* coordinator: newcomers, who has them connected */
     uint32_t *rj_inc;           /* per rank: its newcomer's incarnation, connected here */
+    uint32_t *rj_new;           /* take_in: per rank, the incarnation taken in (0: none) */
     uint8_t *lost;              /* this round: ranks whose state comes from the buddy copy */
     uint8_t *fresh;             /* taken in this round: not coordinator before GO */
     int *rj_loc, *rj_buddy;     /* joining: the epoch's tables, from DECIDE */
@@ -158,10 +160,30 @@ typedef struct cr {
     int rb_seq;                 /* ... and sequential: only what the dead ranks host now moves */
     phx_cr_partial_fn when;     /* which losses a partial round recovers (NULL: one) */
     /* Since the last commit: bit 0, a round restored here and is not over
-     * (or was global); bit 1, a partial round ended here (GO). */
+     * (or was global); bit 1, a partial round ended here (GO); bit 2, a
+     * checkpoint moving slices home began here (mig). */
     int pr;
     uint8_t *rep_pr;            /* coordinator: each reporter's pr (RB_STATE) */
     phx_cr_rolls_fn rolls;      /* team logging: live ranks that roll back too */
+    /* Going home: message logging with restart-on=respawn recovers a loss
+     * on helpers without waiting for the lost rank; its new incarnation is
+     * taken in at a later commit (hosting nothing), and the next checkpoint's
+     * BEGIN carries the table that puts its slices back (home_table). At that
+     * checkpoint's cut, with every marker in and workers paused, each node
+     * ships the tasks that leave it and rebuilds the rest (migrate): the
+     * table changes between two consistent states, so no frame can reach a
+     * task's old host afterwards (nothing to forward). A failure before the
+     * commit rolls back globally (pr bit 2). */
+    int mig;                    /* 1: this checkpoint moves slices, 2: shipped here */
+    int *mig_loc, *mig_from;    /* the table after and before it */
+    void **mig_out;             /* per taker: the snapshot shipped (read until the commit) */
+    void **mig_in;              /* per sender: its snapshot, to rebuild what it ships here */
+    size_t *mig_in_len;
+    uint64_t *mig_in_id;
+    uint8_t *mig_in_done;
+    int migrating;              /* restore_blob runs for a move, not a restore */
+    const int *enc_loc;         /* snapshot: NULL, or only what this table puts on enc_to */
+    int enc_to;
     int ck_hold, ck_deferred;   /* phx_cr_hold; a checkpoint asked for meanwhile */
     /* Termination by quiescence at the cut (ft/ckpt/quiet.h); cut = 0:
      * td=none, the job ends by phx_exit. */
@@ -179,6 +201,12 @@ void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial)
     c->lis = fn;
     c->lis_arg = arg;
     c->partial_ok = partial;
+}
+
+int phx_cr_dead(void *st, int r)
+{
+    const cr_t *c = st;
+    return r >= 0 && r < c->size && c->dead[r];
 }
 
 void phx_cr_partial_rolls(void *st, phx_cr_rolls_fn fn)
@@ -230,7 +258,7 @@ void phx_cr_hold(void *st, int hold)
     }
 }
 
-enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN };
+enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN, DIE_SHIPPED, DIE_MOVED };
 
 static int coord(const cr_t *c)
 {
@@ -554,7 +582,7 @@ static void on_chunk(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t le
     int kind = p[0], key = (int)phx_get_le32(p + 1);
     uint64_t epoch = phx_get_le64(p + 5), total = phx_get_le64(p + 13), off = phx_get_le64(p + 21);
     size_t k = len - CHUNK_HDR;
-    if ((kind != BK_COPY && kind != BK_XFER) || key < 0 || key >= c->size || off + k > total)
+    if ((kind != BK_COPY && kind != BK_XFER && kind != BK_MIG) || key < 0 || key >= c->size || off + k > total)
         return;
     bulk_t *r = bulk_find(c->rx, c->nrx, peer, kind, key);
     if (off == 0) {
@@ -562,7 +590,7 @@ static void on_chunk(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t le
             bulk_del(c->rx, &c->nrx, r);
         size_t cap;
         uint8_t *buf = kind == BK_COPY && phx_ck_store_open(&c->store, epoch)
-                           ? phx_ck_store_buf(&c->store, total, &cap) : kind == BK_XFER ? malloc(total ? total : 1) : NULL;
+                           ? phx_ck_store_buf(&c->store, total, &cap) : kind != BK_COPY ? malloc(total ? total : 1) : NULL;
         if (!buf) {
             PHX_WARN("ckpt", "copy of rank %d's epoch %llu not kept (no slot or no memory)", key,
                      (unsigned long long)epoch);
@@ -658,14 +686,22 @@ static int dec_map(phx_wdec_t *d, phx_map_t *m)
     return d->err;
 }
 
+static int host_in(const cr_t *c, const int *loc, phx_tid_t id);
+
+/* Whether the snapshot being taken holds what belongs to task id. */
+static int enc_keep(const cr_t *c, phx_tid_t id)
+{
+    return !c->enc_loc || host_in(c, c->enc_loc, id) == c->enc_to;
+}
+
 /* Only application messages: a PHX_MK_KICK (message logging's "offer the
  * held messages again") is no state, and dec_msg refuses it. */
-static void enc_queue(phx_wenc_t *e, struct cds_wfcq_head *h, struct cds_wfcq_tail *t, uint32_t *k)
+static void enc_queue(const cr_t *c, phx_wenc_t *e, struct cds_wfcq_head *h, struct cds_wfcq_tail *t, uint32_t *k)
 {
     struct cds_wfcq_node *qn;
     __cds_wfcq_for_each_blocking(h, t, qn) {
         const phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
-        if (m->kind != PHX_MK_APP && m->kind != PHX_MK_SPAWN)
+        if ((m->kind != PHX_MK_APP && m->kind != PHX_MK_SPAWN) || !enc_keep(c, m->hdr.dst))
             continue;
         enc_msg(e, m);
         (*k)++;
@@ -703,15 +739,6 @@ static void enc_task(phx_wenc_t *e, const phx_task_t *t)
     size_t i = 0;
     for (const phx_msg_t *x; (x = phx_held_next(&t->held, &i));)
         enc_msg(e, x);
-}
-
-/* Entries of one map (at offset off in phx_worker_t) over all workers. */
-static uint32_t total_len(const phx_node_t *n, size_t off)
-{
-    uint32_t k = 0;
-    for (int i = 0; i < n->nworkers; i++)
-        k += (uint32_t)((const phx_map_t *)(const void *)((const char *)&n->workers[i] + off))->len;
-    return k;
 }
 
 /* Runs one section of the blob; when the buffer is too small, grows it
@@ -757,10 +784,10 @@ static void sec_queued(cr_t *c, phx_wenc_t *e, const void *unused)
     for (int i = 0; i < n->nworkers && cnt; i++) {
         phx_worker_t *w = &n->workers[i];
         if (c->lh[i])
-            enc_queue(e, c->lh[i], c->lt[i], &q);
-        enc_queue(e, &w->ih, &w->it, &q);
+            enc_queue(c, e, c->lh[i], c->lt[i], &q);
+        enc_queue(c, e, &w->ih, &w->it, &q);
         for (size_t k = 0; k < w->pending.cap; k++)
-            if (w->pending.keys[k])
+            if (w->pending.keys[k] && enc_keep(c, w->pending.keys[k]))
                 for (phx_msg_t *x = (phx_msg_t *)(uintptr_t)w->pending.vals[k]; x; x = (phx_msg_t *)x->qn.next) {
                     enc_msg(e, x);
                     q++;
@@ -775,13 +802,33 @@ static void sec_gone(cr_t *c, phx_wenc_t *e, const void *unused)
 {
     (void)unused;
     phx_node_t *n = c->n;
-    phx_wenc_u32(e, total_len(n, offsetof(phx_worker_t, gone)));
-    for (int i = 0; i < n->nworkers; i++) {
+    uint8_t *cnt = phx_wenc_reserve(e, 4);
+    uint32_t g = 0;
+    for (int i = 0; i < n->nworkers && cnt; i++) {
         phx_map_t *m = &n->workers[i].gone;
         for (size_t k = 0; k < m->cap; k++)
-            if (m->keys[k])
+            if (m->keys[k] && enc_keep(c, m->keys[k])) {
                 phx_wenc_u64(e, m->keys[k]);
+                g++;
+            }
     }
+    if (cnt && !e->err)
+        phx_put_le32(cnt, g);
+}
+
+/* A blob's second word: the rank in the low half, the creator its ids
+ * carry less the rank in the high half (0 but for a newcomer taken in
+ * without its checkpoint: node.h, creator). */
+static uint32_t blob_origin(phx_node_t *n)
+{
+    return (uint32_t)(uint16_t)(atomic_load(&n->creator) - n->rank) << 16 | (uint16_t)n->rank;
+}
+
+/* The creator a blob's ids carry. */
+static uint16_t blob_creator(const void *blob, size_t len)
+{
+    uint32_t o = len >= 8 ? phx_get_le32((const uint8_t *)blob + 4) : 0;
+    return (uint16_t)((o & 0xffff) + (o >> 16));
 }
 
 /* Everything on this node that belongs to the application: tasks (with
@@ -792,15 +839,20 @@ static int encode_node(cr_t *c, phx_wenc_t *e)
 {
     phx_node_t *n = c->n;
     phx_wenc_u32(e, BLOB_MAGIC);
-    phx_wenc_u32(e, (uint32_t)c->self);
+    phx_wenc_u32(e, blob_origin(n));
     phx_wenc_u32(e, atomic_load(&n->next_seq));
-    uint32_t nt = total_len(n, offsetof(phx_worker_t, tasks)), done = 0;
+    uint32_t nt = 0, done = 0;
+    for (int i = 0; i < n->nworkers; i++) {
+        const phx_map_t *m = &n->workers[i].tasks;
+        for (size_t k = 0; k < m->cap; k++)
+            nt += m->keys[k] && enc_keep(c, m->keys[k]);
+    }
     phx_wenc_u32(e, nt);
     int rc = e->err;
     for (int i = 0; i < n->nworkers && !rc; i++) {
         phx_map_t *m = &n->workers[i].tasks;
         for (size_t k = 0; k < m->cap && !rc; k++)
-            if (m->keys[k]) {
+            if (m->keys[k] && enc_keep(c, m->keys[k])) {
                 /* A first checkpoint has no earlier size to go by: doubling
                  * from 64 KiB copied and faulted in about twice the blob
                  * again (the buffers it outgrew). The tasks encoded so far
@@ -861,15 +913,18 @@ static void drain_queue(phx_node_t *n, struct cds_wfcq_head *h, struct cds_wfcq_
         free_msg_counted(n, caa_container_of(qn, phx_msg_t, qn), work, inbound);
 }
 
-/* Drops every task and queued message of this node (the lost future). */
-static void discard_all(cr_t *c)
+/* Drops every task and queued message of this node (the lost future);
+ * moving: only the application's state, which a snapshot just took (the
+ * outbox holds the comm thread's own calls then: they stay). */
+static void discard_all(cr_t *c, int moving)
 {
     phx_node_t *n = c->n;
-    if (c->lis && !c->rb_partial)   /* a team-mate's rollback keeps its logs */
+    if (c->lis && !c->rb_partial && !moving)   /* a team-mate's rollback keeps its logs */
         c->lis(c->lis_arg, PHX_CR_ROLLBACK, c->rb_epoch);
     int64_t work = 0, inbound = 0, outw = 0, unused = 0;
     phx_node_batch_flush(n);
-    drain_queue(n, &n->oh, &n->ot, &outw, &unused);
+    if (!moving)
+        drain_queue(n, &n->oh, &n->ot, &outw, &unused);
     for (int i = 0; i < n->nworkers; i++) {
         phx_worker_t *w = &n->workers[i];
         if (c->lh[i])
@@ -924,6 +979,20 @@ static int skip_task(phx_wdec_t *d)
     return d->err;
 }
 
+/* A moved task's held messages are offered again: nothing else would (the
+ * KICK that releases a replay is not packed). */
+static int kick_held(phx_node_t *n, phx_tid_t id)
+{
+    phx_msg_t *m = phx_msg_alloc(0);
+    if (!m)
+        return PHX_ENOMEM;
+    m->kind = PHX_MK_KICK;
+    m->peer = -1;
+    m->hdr.dst = id;
+    phx_node_enqueue_local(n, m);
+    return 0;
+}
+
 /* Rebuilds one task, or skips it when loc puts it on another rank. */
 static int restore_task(cr_t *c, phx_wdec_t *d, const int *keep, uint32_t *nt)
 {
@@ -975,6 +1044,8 @@ static int restore_task(cr_t *c, phx_wdec_t *d, const int *keep, uint32_t *nt)
         return rc ? rc : PHX_ENOMEM;
     }
     *slot = (uint64_t)(uintptr_t)t;
+    if (c->migrating)
+        return phx_held_len(&t->held) ? kick_held(n, id) : 0;
     if (c->n->rec->on_restore)
         c->n->rec->on_restore(c, id);
     return 0;
@@ -1005,8 +1076,10 @@ static int restore_blob(cr_t *c, const void *blob, size_t len, int own, const in
         return PHX_EPROTO;
     phx_wdec_u32(&d);   /* rank of origin */
     uint32_t seq = phx_wdec_u32(&d);
-    if (own)
+    if (own) {
         atomic_store(&n->next_seq, seq);
+        atomic_store(&n->creator, blob_creator(blob, len));
+    }
     uint32_t nt = phx_wdec_u32(&d);
     for (uint32_t i = 0; i < nt; i++) {
         int rc = restore_task(c, &d, keep, ntasks);
@@ -1042,6 +1115,28 @@ static void fatal(cr_t *c, int code, const char *fmt, const char *what)
 
 static void on_all_ready(cr_t *c, uint64_t id);
 static void maybe_probe(cr_t *c);
+static uint8_t *enc_epoch_set(cr_t *c, uint64_t e, int flag, size_t *len);
+static size_t join_len(const cr_t *c);
+static int joins_ready(const cr_t *c);
+static void ctl_joins(cr_t *c, int tag, uint64_t id, uint8_t *buf, size_t len, int joins, const int *loc,
+                      const int *buddy);
+
+/* The table that puts every slice whose home rank is live back on it
+ * (from c->loc into t); 1 when some slice moves. Only where a partial round
+ * can leave a live rank's slices elsewhere (message logging: see mig). */
+static int home_table(const cr_t *c, int *t)
+{
+    int moves = 0;
+    for (int i = 0; i < c->nloc; i++) {
+        int h = i / PHX_LOC_SLICES;
+        t[i] = c->loc[i];
+        if (c->partial_ok && h < c->size && !c->dead[h] && t[i] != h) {
+            t[i] = h;
+            moves = 1;
+        }
+    }
+    return moves;
+}
 
 static void begin_checkpoint(cr_t *c)
 {
@@ -1062,28 +1157,44 @@ static void begin_checkpoint(cr_t *c)
     }
     for (int r = 0; r < c->size; r++)
         b[r] = c->dead[r] ? -1 : phx_ck_buddy(c->size, c->ring, c->dead, r);
-    uint8_t *buf = malloc((size_t)c->size * 4);
+    /* BEGIN: the buddies, then the table when slices go home. */
+    size_t len = (size_t)c->size * 4, tl = (size_t)c->nloc * 4;
+    uint8_t *buf = malloc(len + tl);
     if (!buf) {
         free(b);
         fatal(c, 1, "%s", "out of memory starting a checkpoint");
         return;
     }
     phx_wenc_t en;
-    phx_wenc_init(&en, buf, (size_t)c->size * 4);
+    phx_wenc_init(&en, buf, len + tl);
     for (int r = 0; r < c->size; r++)
         phx_wenc_i32(&en, b[r]);
+    if (home_table(c, c->mig_loc)) {
+        for (int i = 0; i < c->nloc; i++)
+            phx_wenc_i32(&en, c->mig_loc[i]);
+        len += tl;
+    }
     phx_ck_commit_begin(&c->commit, e);
     c->commit_id = id;
     phx_ck_quiet_begin(&c->quiet, id);
-    ctl_all(c, CK_BEGIN, id, buf, (size_t)c->size * 4, 1);
+    ctl_all(c, CK_BEGIN, id, buf, len, 1);
     free(buf);
     free(b);
 }
 
 static void on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
 {
-    if (c->phase != PH_IDLE || (int)(id >> 32) != c->ndead || len != (size_t)c->size * 4)
+    size_t bl = (size_t)c->size * 4;
+    if (c->phase != PH_IDLE || (int)(id >> 32) != c->ndead || (len != bl && len != bl + (size_t)c->nloc * 4))
         return;   /* a failure is being handled, or a stale round */
+    for (size_t i = bl; i < len; i += 4) {
+        int r = (int32_t)phx_get_le32(p + i);
+        if (r < 0 || r >= c->size || c->dead[r]) {
+            PHX_WARN("ckpt", "checkpoint %llu: BEGIN moves a slice to rank %d, not a live rank; ignored",
+                     (unsigned long long)(id & 0xffffffffu), r);
+            return;
+        }
+    }
     uint64_t e = id & 0xffffffffu;
     phx_ck_copy_t *slot = phx_ck_store_open(&c->store, e);
     if (!slot) {
@@ -1097,6 +1208,15 @@ static void on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
         slot->buddy[r] = c->buddy[r];
     }
     memcpy(slot->loc, c->loc, (size_t)c->nloc * sizeof *c->loc);
+    if (len > bl) {   /* slices go home at this cut: the epoch holds them there */
+        for (int i = 0; i < c->nloc; i++)
+            c->mig_loc[i] = phx_wdec_i32(&d);
+        memcpy(c->mig_from, c->loc, (size_t)c->nloc * sizeof *c->loc);
+        memcpy(slot->loc, c->mig_loc, (size_t)c->nloc * sizeof *c->loc);
+        memset(c->mig_in_done, 0, (size_t)c->size);
+        c->mig = 1;
+        c->pr |= 4;
+    }
     bulk_drop(c, BK_COPY, BK_TX);   /* an aborted attempt's, whose blob the store may drop */
     c->phase = PH_CK;
     c->ck_id = id;
@@ -1106,6 +1226,117 @@ static void on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
     phx_evlog("ckpt_begin", "\"epoch\":%llu", (unsigned long long)e);
     pause_workers(c);
     progress(c);
+}
+
+/* Whether some slice moves from rank a to rank b at this cut. */
+static int mig_moves(const cr_t *c, int a, int b)
+{
+    for (int i = 0; i < c->nloc; i++)
+        if (c->mig_from[i] == a && c->mig_loc[i] == b)
+            return 1;
+    return 0;
+}
+
+/* Whether some slice moves to rank b at this cut. */
+static int mig_moves_any(const cr_t *c, int b)
+{
+    for (int i = 0; i < c->nloc; i++)
+        if (c->mig_from[i] != b && c->mig_loc[i] == b)
+            return 1;
+    return 0;
+}
+
+/* At a moving checkpoint's cut (every marker in, workers paused): ships a
+ * snapshot to each rank that takes some of this node's slices, rebuilds
+ * what stays from it, switches the table, and rebuilds what the others
+ * ship here. 1 once this node holds exactly its slices under mig_loc. */
+static int migrate(cr_t *c)
+{
+    phx_node_t *n = c->n;
+    int rc = 0;
+    if (c->mig == 1) {
+        c->mig = 2;
+        int leaves = 0;
+        for (int r = 0; r < c->size; r++)
+            leaves |= r != c->self && mig_moves(c, c->self, r);
+        if (leaves) {
+            /* One snapshot per taker, of what it takes; one of what stays,
+             * from which this node is rebuilt. */
+            size_t len = 0;
+            uint32_t kept = 0, sent = 0;
+            c->enc_loc = c->mig_loc;
+            for (int r = 0; r < c->size && !rc; r++) {
+                if (r == c->self || !mig_moves(c, c->self, r))
+                    continue;
+                c->enc_to = r;
+                void *b = NULL;
+                if (!(rc = snapshot(c, &b, &len))) {
+                    free(c->mig_out[r]);
+                    c->mig_out[r] = b;
+                    rc = bulk_send(c, BK_MIG, r, c->self, c->ck_id, c->ck_epoch, b, len);
+                }
+                sent += b ? phx_get_le32((const uint8_t *)b + 12) : 0;
+            }
+            void *own = NULL;
+            c->enc_to = c->self;
+            if (!rc)
+                rc = snapshot(c, &own, &len);
+            c->enc_loc = NULL;
+            if (!rc && c->die_point == DIE_SHIPPED && c->die_epoch == n->inc) {
+                phx_net_flush(n->net);
+                raise(SIGKILL);   /* test: its tasks on their way home, not yet rebuilt here */
+            }
+            if (!rc) {
+                discard_all(c, 1);
+                c->migrating = 1;
+                rc = restore_blob(c, own, len, 1, NULL, &kept);
+                c->migrating = 0;
+                phx_evlog("migrate_out", "\"epoch\":%llu,\"tasks\":%u,\"kept\":%u", (unsigned long long)c->ck_epoch,
+                          sent, kept);
+            }
+            free(own);
+        }
+        memcpy(c->loc, c->mig_loc, (size_t)c->nloc * sizeof *c->loc);
+        n->loc_n = c->nhome;
+        n->loc = c->loc;
+    }
+    int wait = 0;
+    for (int s = 0; s < c->size && !rc; s++) {
+        if (s == c->self || c->mig_in_done[s] || !mig_moves(c, s, c->self))
+            continue;
+        if (!c->mig_in[s] || c->mig_in_id[s] != c->ck_id) {
+            wait = 1;   /* on its way */
+            continue;
+        }
+        uint32_t k = 0;
+        c->migrating = 1;
+        rc = restore_blob(c, c->mig_in[s], c->mig_in_len[s], 0, c->mig_loc, &k);
+        c->migrating = 0;
+        c->mig_in_done[s] = 1;
+        free(c->mig_in[s]);
+        c->mig_in[s] = NULL;
+        phx_evlog("migrate_in", "\"epoch\":%llu,\"tasks\":%u,\"from\":%d", (unsigned long long)c->ck_epoch, k, s);
+    }
+    if (rc) {
+        fatal(c, 1, "moving tasks home failed: %s", phx_strerror(rc));
+        return 0;
+    }
+    if (!wait && c->die_point == DIE_MOVED && c->die_epoch == n->inc && mig_moves_any(c, c->self))
+        raise(SIGKILL);   /* test: its slices rebuilt here, the epoch not stored */
+    return !wait;
+}
+
+/* Ends a moving checkpoint (committed or aborted; its transfers dropped). */
+static void mig_reset(cr_t *c)
+{
+    c->mig = 0;
+    for (int s = 0; s < c->size; s++) {
+        free(c->mig_out[s]);
+        c->mig_out[s] = NULL;
+        free(c->mig_in[s]);
+        c->mig_in[s] = NULL;
+        c->mig_in_done[s] = 0;
+    }
 }
 
 static void ck_progress(cr_t *c)
@@ -1127,6 +1358,8 @@ static void ck_progress(cr_t *c)
          * (markers, chunk acks) leaves first, or the peers wait for it. */
         phx_net_flush(n->net);
         phx_node_batch_flush(n);
+        if (c->mig && !migrate(c))
+            return;
         void *blob;
         size_t len;
         int rc = snapshot(c, &blob, &len);
@@ -1178,6 +1411,15 @@ static void on_all_ready(cr_t *c, uint64_t id)
     int probe = c->probe;
     c->probe = 0;
     int done = c->cut && phx_ck_quiet_decide(&c->quiet, id, c->dead, probe, phx_now_ns() / 1000000);
+    /* Message logging recovered a lost rank without its respawn (see mig):
+     * the newcomer is taken in here, hosting nothing in this epoch. */
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, id & 0xffffffffu);
+    if (c->partial_ok && slot && !done && joins_ready(c)) {
+        size_t len;
+        uint8_t *buf = enc_epoch_set(c, id & 0xffffffffu, 0, &len);
+        ctl_joins(c, CK_COMMIT, id, buf, len, 1, slot->loc, slot->buddy);
+        return;
+    }
     ctl_all(c, CK_COMMIT, id, NULL, 0, 1);
     if (done && !atomic_load(&c->n->stopping)) {
         PHX_INFO("td", "cut: global termination detected at epoch %llu", (unsigned long long)(id & 0xffffffffu));
@@ -1213,11 +1455,44 @@ static void on_idle_timer(uv_timer_t *t)
     maybe_probe(c);   /* the coordinator: a gap may have passed since the last report */
 }
 
-static void on_commit(cr_t *c, uint64_t id)
+static int take_in(cr_t *c, const uint8_t *q);
+static void join_at_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len);
+
+/* With ckpt-dir: this node's file of committed epoch e. */
+static void write_disk(cr_t *c, uint64_t e)
 {
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
+    if (!c->dir || !slot || !slot->own)
+        return;
+    int rc = phx_ckd_write_rank(c->dir, c->tag, e, c->self, slot->own, slot->own_len);
+    if (rc)
+        PHX_ERROR("ckpt", "disk checkpoint of epoch %llu not written: %s", (unsigned long long)e, phx_strerror(rc));
+    else
+        ctl(c, coord(c), CK_DISK, e, NULL, 0);
+}
+
+static void on_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
+{
+    if (c->joining) {
+        join_at_commit(c, id, p, len);
+        return;
+    }
     if (c->phase != PH_CK || id != c->ck_id)
         return;
     phx_ck_store_commit(&c->store, c->ck_epoch);
+    /* A rank taken in at the last commit may coordinate from here on. */
+    memset(c->fresh, 0, (size_t)c->size);
+    int joins = len == 9 + (size_t)c->size + join_len(c);
+    int rc = joins ? take_in(c, p + 9 + c->size) : 0;
+    if (rc) {
+        fatal(c, 1, "taking a rank back in failed: %s", phx_strerror(rc));
+        return;
+    }
+    if (c->mig) {
+        bulk_drop(c, BK_MIG, BK_TX | BK_RX);
+        mig_reset(c);
+        phx_evlog("home", "\"epoch\":%llu", (unsigned long long)c->ck_epoch);
+    }
     double ms = (double)(phx_now_ns() - c->t_begin) / 1e6;
     phx_evlog("ckpt_commit", "\"epoch\":%llu,\"bytes\":%zu,\"ms\":%.3f,\"copied\":%.3f",
               (unsigned long long)c->ck_epoch, c->ck_bytes, ms, (double)(c->t_acked - c->t_begin) / 1e6);
@@ -1227,16 +1502,12 @@ static void on_commit(cr_t *c, uint64_t id)
     c->pr = 0;
     if (c->lis)
         c->lis(c->lis_arg, PHX_CR_COMMIT, c->ck_epoch);
+    if (c->lis && joins)
+        c->lis(c->lis_arg, PHX_CR_JOINED, c->ck_epoch);
     resume_workers(c);
-    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, c->ck_epoch);
-    if (c->dir && slot && slot->own) {
-        int rc = phx_ckd_write_rank(c->dir, c->tag, c->ck_epoch, c->self, slot->own, slot->own_len);
-        if (rc)
-            PHX_ERROR("ckpt", "disk checkpoint of epoch %llu not written: %s", (unsigned long long)c->ck_epoch,
-                      phx_strerror(rc));
-        else
-            ctl(c, coord(c), CK_DISK, c->ck_epoch, NULL, 0);
-    }
+    write_disk(c, c->ck_epoch);
+    if (joins)
+        begin_checkpoint(c);   /* the newcomers' slices go home at once (home_table) */
 }
 
 /* Coordinator: every live rank wrote its file of e: the manifest makes the
@@ -1343,7 +1614,7 @@ static void do_rollback_disk(cr_t *c)
             loc[j] = live[i % nlive];
     }
     if (!rc) {
-        discard_all(c);
+        discard_all(c, 0);
         ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
         c->filt.round = (uint64_t)c->ndead;
     }
@@ -1359,6 +1630,8 @@ static void do_rollback_disk(cr_t *c)
         if (mine)
             rc = restore_blob(c, blob, len, 0, NULL, &nt);
         seq_at_least(n, blob_seq(blob, len) + (m.ranks[i] == c->self));
+        if (m.ranks[i] == c->self)
+            atomic_store(&n->creator, blob_creator(blob, len));
         free(blob);
     }
     if (!rc) {
@@ -1426,7 +1699,7 @@ static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc, const int *
             c->lis(c->lis_arg, PHX_CR_PARTIAL_BEGIN, c->rb_epoch);
     }
     if (!c->rb_partial || team) {
-        discard_all(c);
+        discard_all(c, 0);
         /* The marker closes the lost future on every link. A team-mate
          * sends none: the others keep running, and what its old run sent
          * them equals what its replay sends again (dropped by SSN). */
@@ -1455,27 +1728,69 @@ static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc, const int *
     return rc;
 }
 
+/* The state of a newcomer that hosts no slice in the epoch it is taken in
+ * at (its predecessor's tasks were recovered on helpers: mig): no tasks,
+ * and a fresh task-id creator. Ids its predecessor drew after its last
+ * checkpoint may live on (replayed spawns reuse them) and no counter of
+ * theirs survived, so this incarnation's ids carry a creator that neither
+ * a rank of a job of up to 32768 ranks nor an earlier incarnation uses.
+ * malloc'd; NULL after ending the job. */
+static void *empty_blob(cr_t *c, uint64_t e, size_t *len)
+{
+    phx_node_t *n = c->n;
+    long cr = 0xffffL - (n->rank + (long)(n->inc - 1) * n->size);
+    if (n->inc < 1 || cr < 0x8000) {
+        fprintf(stderr, "phalanx: rank %d: incarnation %u cannot be taken back in: no task-id creator left "
+                        "(rank + (incarnation - 1) x ranks must stay below 32768)\n", n->rank, n->inc);
+        phx_node_exit(n, PHX_EXIT_CKPT_LOST, 1);
+        return NULL;
+    }
+    uint8_t *blob = malloc(24);
+    if (!blob) {
+        fatal(c, 1, "%s", "out of memory taking this rank back in");
+        return NULL;
+    }
+    atomic_store(&n->creator, (uint16_t)cr);
+    atomic_store(&n->next_seq, 0);
+    phx_wenc_t en;
+    phx_wenc_init(&en, blob, 24);
+    phx_wenc_u32(&en, BLOB_MAGIC);
+    phx_wenc_u32(&en, blob_origin(n));
+    phx_wenc_u32(&en, 0);   /* spawn counter */
+    phx_wenc_u32(&en, 0);   /* tasks */
+    phx_wenc_u32(&en, 0);   /* queued */
+    phx_wenc_u32(&en, 0);   /* finished */
+    *len = 24;
+    phx_evlog("rejoin_empty", "\"epoch\":%llu,\"creator\":%ld", (unsigned long long)e, cr);
+    return blob;
+}
+
 /* A newcomer taken in (restart-on=respawn): its state is the copy its
  * buddy ships; it keeps that copy as its own of the epoch, so it can roll
  * back again before the next checkpoint. */
 static void rejoin_restore(cr_t *c)
 {
     phx_node_t *n = c->n;
-    int self = c->self;
-    if (!c->xfer[self] || c->xfer_epoch[self] != c->rb_epoch)
+    int self = c->self, hosts = 0;
+    for (int i = 0; i < c->nloc; i++)
+        hosts |= c->rj_loc[i] == self;
+    if (hosts && (!c->xfer[self] || c->xfer_epoch[self] != c->rb_epoch))
         return;   /* the buddy's copy is on its way */
-    void *blob = c->xfer[self];
     size_t len = c->xfer_len[self];
+    void *blob = hosts ? c->xfer[self] : empty_blob(c, c->rb_epoch, &len);
+    if (!blob)
+        return;
     phx_ck_copy_t *slot = phx_ck_store_open(&c->store, c->rb_epoch);
     if (!slot || phx_ck_store_put_own(&c->store, c->rb_epoch, blob, len)) {
         fatal(c, 1, "%s", "no checkpoint slot for the rejoin (internal error)");
         return;
     }
-    c->xfer[self] = NULL;   /* the store owns it */
+    if (hosts)
+        c->xfer[self] = NULL;   /* the store owns it */
     memcpy(slot->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
     memcpy(slot->buddy, c->rj_buddy, (size_t)c->size * sizeof *c->buddy);
     phx_ck_store_commit(&c->store, c->rb_epoch);
-    discard_all(c);
+    discard_all(c, 0);
     ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
     c->filt.round = (uint64_t)c->ndead;
     memcpy(c->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
@@ -1618,11 +1933,6 @@ static void rb_try_decide(cr_t *c)
     uint64_t e;
     if (coord(c) != c->self || c->decided_ndead == c->ndead || !phx_ck_round_decide(&c->round, c->dead, &e))
         return;
-    uint32_t inc;
-    for (int x = 0; c->respawn && x < c->size; x++)
-        if (c->dead[x] && !phx_ck_join_ready(&c->join, x, c->dead, &inc))
-            return;   /* every lost rank comes back first (or rj_timer ends the job) */
-    c->decided_ndead = c->ndead;
     phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
     int lost = -1, lost_buddy = -1;
     int *loc = malloc((size_t)c->nloc * sizeof *loc);
@@ -1640,6 +1950,7 @@ static void rb_try_decide(cr_t *c)
         disk = 1;
     }
     if (bad) {
+        c->decided_ndead = c->ndead;
         int32_t why[2] = { lost, lost_buddy };
         uint8_t buf[8];
         phx_put_le32(buf, (uint32_t)why[0]);
@@ -1657,27 +1968,35 @@ static void rb_try_decide(cr_t *c)
      * of this round's dead set all arrived, so any coordinator decides
      * alike (core/mlog.c resets its period at the same commit). */
     uint8_t *since = calloc((size_t)c->size, 1);
-    int nsince = since ? dead_since(c, slot, since) : 0, replayed = 0, ended = 0, live = 0;
+    int nsince = since ? dead_since(c, slot, since) : 0, replayed = 0, ended = 0, live = 0, moved = 0;
     for (int r = 0; r < c->size; r++) {
         if (c->dead[r])
             continue;
         live++;
-        ended += c->rep_pr[r] == 2;
-        replayed |= c->rep_pr[r] ? PHX_CR_REPLAYED_OTHER : 0;
+        ended += (c->rep_pr[r] & 3) == 2;
+        replayed |= c->rep_pr[r] & 3 ? PHX_CR_REPLAYED_OTHER : 0;
+        moved |= c->rep_pr[r] & 4;
     }
     if (replayed && ended == live)   /* every live rank ended one partial round, nothing else */
         replayed = PHX_CR_REPLAYED_ENDED;
     int rule = !since ? 0 : c->when ? c->when(c->lis_arg, c->dead, since, replayed) : nsince == 1 && !replayed;
     free(since);
     /* ... and only where the dead node's tasks go to the survivors (a spare
-     * or a respawned newcomer starts from the buddy copy alone). */
-    int partial = c->partial_ok && rule && !disk && !strcmp(c->n->cfg.restart_on, "survivors");
+     * starts from the buddy copy alone; a respawned rank is taken in at a
+     * later commit and gets its tasks back at the checkpoint after), and
+     * no live rank may have moved tasks home since the epoch (its table
+     * is no longer the epoch's). */
+    int partial = c->partial_ok && rule && !disk && !moved && (!strcmp(c->n->cfg.restart_on, "survivors") || c->respawn);
     /* ... and only where some live rank keeps running (mlog-team). */
     int keeps = !c->rolls;
     for (int r = 0; !keeps && r < c->size; r++)
         keeps = !c->dead[r] && !rolls_back(c, r);
     partial &= keeps;
     int seq = partial && replayed == PHX_CR_REPLAYED_ENDED;
+    uint32_t inc;
+    for (int x = 0; c->respawn && !partial && x < c->size; x++)
+        if (c->dead[x] && !phx_ck_join_ready(&c->join, x, c->dead, &inc))
+            return;   /* every lost rank comes back first (or rj_timer ends the job) */
     send_decision(c, e, disk | (partial ? 2 : 0) | (seq ? 4 : 0));
 }
 
@@ -1688,17 +2007,22 @@ static size_t join_len(const cr_t *c)
     return 2 + 4 * (size_t)c->size + 4 * (size_t)c->nloc + 4 * (size_t)c->size;
 }
 
-static void send_decision(cr_t *c, uint64_t e, int disk)
+/* Whether some lost rank's newcomer is connected to every live rank. */
+static int joins_ready(const cr_t *c)
 {
-    c->decided_ndead = c->ndead;
-    memset(c->done, 0, (size_t)c->size);
-    size_t len;
-    uint8_t *buf = enc_epoch_set(c, e, disk, &len);
-    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
-    uint32_t inc = 0;
-    int joins = 0;
+    uint32_t inc;
     for (int x = 0; c->respawn && x < c->size; x++)
-        joins |= c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc);
+        if (c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc))
+            return 1;
+    return 0;
+}
+
+/* Sends buf (an epoch set) to every live rank, with the join tail when
+ * newcomers are ready: they get it first, as they are not members yet.
+ * loc, buddy: the tables they take (NULL buddy: none). Frees buf. */
+static void ctl_joins(cr_t *c, int tag, uint64_t id, uint8_t *buf, size_t len, int joins, const int *loc,
+                      const int *buddy)
+{
     uint8_t *b2 = buf && joins ? realloc(buf, len + join_len(c)) : buf;
     if (!b2) {
         free(buf);
@@ -1707,22 +2031,36 @@ static void send_decision(cr_t *c, uint64_t e, int disk)
     }
     buf = b2;
     if (joins) {
+        uint32_t inc = 0;
         phx_wenc_t en;
         phx_wenc_init(&en, buf + len, join_len(c));
         phx_wenc_u16(&en, (uint16_t)(c->view + 1));
         for (int x = 0; x < c->size; x++)
             phx_wenc_u32(&en, c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc) ? inc : 0);
         for (int i = 0; i < c->nloc; i++)
-            phx_wenc_i32(&en, slot && !disk ? slot->loc[i] : c->loc[i]);
+            phx_wenc_i32(&en, loc[i]);
         for (int r = 0; r < c->size; r++)
-            phx_wenc_i32(&en, slot && !disk ? slot->buddy[r] : -1);
+            phx_wenc_i32(&en, buddy ? buddy[r] : -1);
         len += join_len(c);
-        for (int x = 0; x < c->size; x++)   /* the newcomers are not members yet */
+        for (int x = 0; x < c->size; x++)
             if (c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc))
-                ctl(c, x, RB_DECIDE, (uint64_t)c->ndead, buf, len);
+                ctl(c, x, tag, id, buf, len);
     }
-    ctl_all(c, RB_DECIDE, (uint64_t)c->ndead, buf, len, 1);
+    ctl_all(c, tag, id, buf, len, 1);
     free(buf);
+}
+
+static void send_decision(cr_t *c, uint64_t e, int disk)
+{
+    c->decided_ndead = c->ndead;
+    memset(c->done, 0, (size_t)c->size);
+    size_t len;
+    uint8_t *buf = enc_epoch_set(c, e, disk, &len);
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
+    int use = slot && !disk;
+    /* A partial round takes nobody in (on_all_ready does, at a commit). */
+    ctl_joins(c, RB_DECIDE, (uint64_t)c->ndead, buf, len, !(disk & 2) && joins_ready(c), use ? slot->loc : c->loc,
+              use ? slot->buddy : NULL);
 }
 
 /* Reports a newcomer connected here to the coordinator (again after the
@@ -1740,6 +2078,7 @@ static void cr_on_peer_up(void *st, int peer, uint32_t inc)
     if (!c->respawn || c->joining || peer < 0 || peer >= c->size || !c->dead[peer])
         return;
     PHX_INFO("ckpt", "rank %d is back (incarnation %u)", peer, inc);
+    phx_evlog("peer_back", "\"peer\":%d,\"inc\":%u", peer, inc);
     c->rj_inc[peer] = inc;
     rj_report(c, peer);
 }
@@ -1776,8 +2115,11 @@ static void on_rj_timer(uv_timer_t *t)
 static void on_join(cr_t *c, int peer, uint64_t x, const uint8_t *p, size_t len)
 {
     if (len == 4 && x < (uint64_t)c->size && coord(c) == c->self &&
-        phx_ck_join_seen(&c->join, peer, (int)x, phx_get_le32(p)))
+        phx_ck_join_seen(&c->join, peer, (int)x, phx_get_le32(p))) {
         rb_try_decide(c);
+        if (c->partial_ok && c->phase == PH_IDLE && joins_ready(c))
+            begin_checkpoint(c);   /* taken in at its commit (on_all_ready) */
+    }
 }
 
 /* Takes the newcomers of a DECIDE in: members again, with a new detector
@@ -1788,7 +2130,7 @@ static int take_in(cr_t *c, const uint8_t *q)
     phx_wdec_init(&d, q, join_len(c));
     c->view = phx_wdec_u16(&d);
     for (int x = 0; x < c->size; x++) {
-        uint32_t inc = phx_wdec_u32(&d);
+        uint32_t inc = c->rj_new[x] = phx_wdec_u32(&d);
         if (!inc)
             continue;
         c->dead[x] = 0;
@@ -1806,7 +2148,51 @@ static int take_in(cr_t *c, const uint8_t *q)
             phx_net_close_peer(c->n->net, r, "dead before this rank rejoined");
     if (c->joining)
         phx_net_rejoined(c->n->net);
-    return phx_ft_new_view(c->n, c->view, c->dead);
+    return phx_ft_new_view(c->n, c->view, c->dead, c->rj_new);
+}
+
+/* This newcomer is taken in at the commit of epoch id (on_all_ready): a
+ * member from here, hosting nothing, its copy of the epoch its empty
+ * state. Its predecessor's tasks run on the helpers that replayed them
+ * until the next checkpoint moves them here (home_table). */
+static void join_at_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
+{
+    phx_node_t *n = c->n;
+    size_t base = 9 + (size_t)c->size;
+    if (len != base + join_len(c) || phx_get_le32(p + base + 2 + 4 * (size_t)c->self) != n->inc)
+        return;
+    uint64_t e = id & 0xffffffffu;
+    c->ndead = (int)(id >> 32);
+    memcpy(c->dead, p + 8, (size_t)c->size);
+    int rc = take_in(c, p + base);
+    size_t bl = 0;
+    void *blob = rc ? NULL : empty_blob(c, e, &bl);
+    if (!blob)
+        return;
+    phx_ck_copy_t *slot = phx_ck_store_open(&c->store, e);
+    if (!slot || phx_ck_store_put_own(&c->store, e, blob, bl)) {
+        free(blob);
+        fatal(c, 1, "%s", "no checkpoint slot for the rejoin (internal error)");
+        return;
+    }
+    memcpy(slot->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
+    memcpy(slot->buddy, c->rj_buddy, (size_t)c->size * sizeof *c->buddy);
+    phx_ck_store_commit(&c->store, e);
+    memcpy(c->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
+    memcpy(c->buddy, c->rj_buddy, (size_t)c->size * sizeof *c->buddy);
+    n->loc_n = c->nhome;
+    n->loc = c->loc;
+    c->joining = 0;
+    c->phase = PH_IDLE;
+    c->state_sent = c->have_decision = c->restored = 0;
+    c->idle_sent = -1;
+    uv_timer_stop(&c->rj_timer);
+    PHX_INFO("ckpt", "taken back in at epoch %llu; this rank's tasks come home at the next checkpoint",
+             (unsigned long long)e);
+    if (c->lis)
+        c->lis(c->lis_arg, PHX_CR_JOINED, e);
+    resume_workers(c);
+    write_disk(c, e);
 }
 
 static int cr_on_failure(void *st, int rank)
@@ -1829,6 +2215,7 @@ static int cr_on_failure(void *st, int rank)
     c->state_sent = c->have_decision = c->restored = c->restored_own = 0;
     memset(c->xfer_done, 0, (size_t)c->size);
     bulk_drop(c, -1, BK_TX | BK_RX);   /* an aborted checkpoint's copies; a new round re-ships */
+    mig_reset(c);
     if (c->respawn) {
         c->rj_inc[rank] = 0;
         uv_timer_start(&c->rj_timer, on_rj_timer, (uint64_t)c->n->cfg.startup_timeout_ms, 0);
@@ -1860,6 +2247,8 @@ static void on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
     c->rb_disk = p[8 + c->size] & 1;
     c->rb_partial = (p[8 + c->size] >> 1) & 1;
     c->rb_seq = (p[8 + c->size] >> 2) & 1;
+    if (c->rb_partial)   /* nobody waits for a respawn: it is taken in at a later commit */
+        uv_timer_stop(&c->rj_timer);
     if (c->rb_partial)   /* an aborted checkpoint's markers must not count for its redo */
         for (int r = 0; r < c->size; r++)
             if (c->filt.ck_mark[r] > c->store.committed)
@@ -1920,6 +2309,16 @@ static void on_bulk_done(cr_t *c, bulk_t *r)
         bulk_del(c->rx, &c->nrx, r);
         if (!rc)
             ctl(c, peer, CK_ACK, id, NULL, 0);
+        return;
+    }
+    if (r->kind == BK_MIG) {   /* rebuilt at this checkpoint's cut (migrate) */
+        free(c->mig_in[peer]);
+        c->mig_in[peer] = r->dst;
+        c->mig_in_len[peer] = r->total;
+        c->mig_in_id[peer] = id;
+        r->dst = NULL;
+        bulk_del(c->rx, &c->nrx, r);
+        progress(c);
         return;
     }
     if ((int)id >= c->ndead) {   /* else shipped for an older round */
@@ -1989,7 +2388,7 @@ static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint
             c->disk_epoch = c->ck_epoch;
             memset(c->disk_ok, 0, (size_t)c->size);
         }
-        on_commit(c, h->ssn);
+        on_commit(c, h->ssn, p, len);
         break;
     case RB_STATE:
         if (len == 9 + (size_t)c->size && peer >= 0 && peer < c->size) {
@@ -2122,11 +2521,19 @@ static int cr_init(phx_node_t *n, void **out)
     c->disk_ok = calloc(sz, 1);
     c->buddy = calloc(sz, sizeof *c->buddy);
     c->rj_inc = calloc(sz, sizeof *c->rj_inc);
+    c->rj_new = calloc(sz, sizeof *c->rj_new);
     c->lost = calloc(sz, 1);
     c->rep_pr = calloc(sz, 1);
     c->fresh = calloc(sz, 1);
     c->rj_loc = calloc((size_t)c->nloc, sizeof *c->rj_loc);
     c->rj_buddy = calloc(sz, sizeof *c->rj_buddy);
+    c->mig_loc = calloc((size_t)c->nloc, sizeof *c->mig_loc);
+    c->mig_from = calloc((size_t)c->nloc, sizeof *c->mig_from);
+    c->mig_in = calloc(sz, sizeof *c->mig_in);
+    c->mig_out = calloc(sz, sizeof *c->mig_out);
+    c->mig_in_len = calloc(sz, sizeof *c->mig_in_len);
+    c->mig_in_id = calloc(sz, sizeof *c->mig_in_id);
+    c->mig_in_done = calloc(sz, 1);
     c->dead = calloc(sz, 1);
     c->done = calloc(sz, 1);
     c->lh = calloc((size_t)n->nworkers, sizeof *c->lh);
@@ -2135,8 +2542,9 @@ static int cr_init(phx_node_t *n, void **out)
     uint32_t *host = calloc(sz, sizeof *host);
     *out = c;
     if (!c->ring || !c->loc || !c->buddy || !c->dead || !c->done || !c->lh || !c->lt || !c->wgen || !c->disk_ok || !host ||
-        !c->xfer || !c->xfer_len || !c->xfer_epoch || !c->xfer_done || !c->rj_inc || !c->lost || !c->rep_pr || !c->fresh ||
-        !c->rj_loc || !c->rj_buddy || phx_ck_join_init(&c->join, n->size) ||
+        !c->xfer || !c->xfer_len || !c->xfer_epoch || !c->xfer_done || !c->rj_inc || !c->rj_new || !c->lost || !c->rep_pr || !c->fresh ||
+        !c->rj_loc || !c->rj_buddy || !c->mig_loc || !c->mig_from || !c->mig_in || !c->mig_out || !c->mig_in_len || !c->mig_in_id ||
+        !c->mig_in_done || phx_ck_join_init(&c->join, n->size) ||
         phx_ck_commit_init(&c->commit, n->size) || phx_ck_round_init(&c->round, n->size) ||
         phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc) ||
         phx_ck_quiet_init(&c->quiet, n->size, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_timeout_ms)) {
@@ -2166,9 +2574,10 @@ static int cr_init(phx_node_t *n, void **out)
     if (die && sscanf(die, "%d:%llu:%15s", &dr, &de, pt) == 3 && dr == n->rank) {
         c->die_epoch = de;
         c->die_point = !strcmp(pt, "stored") ? DIE_STORED : !strcmp(pt, "rollback") ? DIE_ROLLBACK
-                     : !strcmp(pt, "rejoin") ? DIE_REJOIN : DIE_NONE;
+                     : !strcmp(pt, "rejoin") ? DIE_REJOIN : !strcmp(pt, "shipped") ? DIE_SHIPPED
+                     : !strcmp(pt, "moved") ? DIE_MOVED : DIE_NONE;
         if (c->die_point == DIE_NONE) {
-            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback|rejoin)\n", pt);
+            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback|rejoin|shipped|moved)\n", pt);
             return PHX_EINVAL;
         }
     }
@@ -2295,6 +2704,7 @@ static void cr_destroy(void *st)
     phx_ck_join_free(&c->join);
     phx_ck_quiet_free(&c->quiet);
     free(c->rj_inc);
+    free(c->rj_new);
     free(c->lost);
     free(c->rep_pr);
     free(c->fresh);
@@ -2318,6 +2728,15 @@ static void cr_destroy(void *st)
     free(c->xfer_epoch);
     free(c->xfer_done);
     bulk_drop(c, -1, BK_TX | BK_RX);
+    if (c->mig_in && c->mig_out)
+        mig_reset(c);
+    free(c->mig_in);
+    free(c->mig_out);
+    free(c->mig_in_len);
+    free(c->mig_in_id);
+    free(c->mig_in_done);
+    free(c->mig_loc);
+    free(c->mig_from);
     free(c->tx);
     free(c->rx);
     free(c);

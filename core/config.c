@@ -471,3 +471,8 @@ int phx_usage_error(const char *usage, const char *fmt, ...)
     }
     return 2;
 }
+
+int phx_config_respawns(const phx_config_t *cfg)
+{
+    return (!strcmp(cfg->recovery, "cr") || !strncmp(cfg->recovery, "mlog-", 5)) && !strcmp(cfg->restart_on, "respawn");
+}

@@ -59,6 +59,9 @@ typedef struct phx_config {
  * environment and the config file. Returns 0, or a negative code after
  * printing a message naming the bad key or value. */
 int phx_config_load(phx_config_t *cfg, int *argc, char **argv);
+/* A lost rank comes back and is taken in again: restart-on=respawn under
+ * cr or a message-logging mode built on it. */
+int phx_config_respawns(const phx_config_t *cfg);
 void phx_config_free(phx_config_t *cfg);
 
 /* Default worker count: this node's share of its host's CPUs, less one

@@ -316,7 +316,7 @@ void phx_ft_start(phx_node_t *n)
     flush(ft);
 }
 
-int phx_ft_new_view(phx_node_t *n, uint16_t view, const uint8_t *dead)
+int phx_ft_new_view(phx_node_t *n, uint16_t view, const uint8_t *dead, const uint32_t *inc)
 {
     phx_ft_t *ft = n->ft;
     if (!ft || ft->stopped)
@@ -331,6 +331,13 @@ int phx_ft_new_view(phx_node_t *n, uint16_t view, const uint8_t *dead)
     int rc = make_hb(ft, view, &hb);
     if (!rc && (rc = phx_ft_hb_preset_dead(hb, l, k)))
         phx_ft_hb_destroy(hb);
+    for (int r = 0; !rc && r < n->size; r++) {
+        uint32_t i = ft->hb ? phx_ft_hb_incarnation(ft->hb, r) : 0;
+        if (inc && inc[r] > i)
+            i = inc[r];
+        if (r != n->rank && i && !dead[r] && (rc = phx_ft_hb_preset_inc(hb, r, i)))
+            phx_ft_hb_destroy(hb);
+    }
     free(l);
     if (rc)
         return rc;

@@ -30,8 +30,10 @@ void phx_ft_on_peer_up(phx_node_t *n, int peer);
 int phx_ft_on_link_failed(phx_node_t *n, int peer);
 /* A rank rejoined (recovery=cr): replace the detector by one of membership
  * view `view` whose dead set is dead[0..size) (no notices), and start it.
- * Every member calls it at the same point of the agreed recovery round. */
-int phx_ft_new_view(phx_node_t *n, uint16_t view, const uint8_t *dead);
+ * inc (NULL, or size entries, 0 for none): the incarnations taken in; the
+ * new detector knows them and every incarnation the old one heard from.
+ * Every member calls it at the same point of the agreed round. */
+int phx_ft_new_view(phx_node_t *n, uint16_t view, const uint8_t *dead, const uint32_t *inc);
 /* The job is ending: stop timers, close handles (uv_close). */
 void phx_ft_stop(phx_node_t *n);
 /* Comm thread: the detector's counters (for core/metrics.c); PHX_ENOENT

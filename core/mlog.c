@@ -366,6 +366,14 @@ static void drop_replays(mlog_t *g);
 static void ml_listen(void *arg, int what, uint64_t epoch)
 {
     mlog_t *g = arg;
+    /* Ranks cr took back in (a respawn's round, or a commit after a
+     * partial one) are live again: they store dets, hand back and finish
+     * replays like any other. */
+    if (what == PHX_CR_COMMIT || what == PHX_CR_ROLLBACK || what == PHX_CR_JOINED)
+        for (int r = 0; r < g->n->size; r++)
+            g->dead[r] = (uint8_t)phx_cr_dead(g->cr, r);
+    if (what == PHX_CR_JOINED)
+        return;
     if (what == PHX_CR_COMMIT && g->nfail)
         period_reset(g, epoch);
     if (what == PHX_CR_PARTIAL_BEGIN) {
@@ -1284,6 +1292,11 @@ static int ml_on_failure(void *st, int rank)
     return rc;
 }
 
+static void ml_on_peer_up(void *st, int peer, uint32_t inc)
+{
+    CR->on_peer_up(((mlog_t *)st)->cr, peer, inc);   /* a respawned rank, taken in by cr */
+}
+
 static void ml_on_checkpoint(void *st)
 {
     CR->on_checkpoint(((mlog_t *)st)->cr);
@@ -1404,7 +1417,7 @@ static void ml_destroy(void *st)
         .name = nm, .help = hlp, .configure = ml_configure, .init = ml_init, .on_start = ml_on_start,          \
         .on_send = ml_on_send, .on_deliver = ml_on_deliver, .on_ctrl = ml_on_ctrl,                             \
         .on_failure = ml_on_failure, .on_checkpoint = ml_on_checkpoint, .on_restore = ml_on_restore,           \
-        .worker_pause = ml_worker_pause,                                                                       \
+        .worker_pause = ml_worker_pause, .on_peer_up = ml_on_peer_up,                                          \
         .stop = ml_stop, .destroy = ml_destroy,                                                                \
     }
 

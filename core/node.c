@@ -241,6 +241,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
         return 2;
     }
     n->rank = n->cfg.rank;
+    atomic_store(&n->creator, (uint16_t)n->rank);
     n->size = n->cfg.size;
     if (n->cfg.spares >= n->size) {
         fprintf(stderr, "phalanx: spares=%d leaves no node for the program (size %d)\n", n->cfg.spares, n->size);
@@ -480,7 +481,7 @@ phx_tid_t phx_spawn_on(phx_ctx_t *c, int type, int node, const void *arg, size_t
     if (!m)
         return PHX_TID_NONE;
     uint32_t seq = atomic_fetch_add_explicit(&n->next_seq, 1, memory_order_relaxed);
-    phx_tid_t id = make_tid(node, n->rank, seq);
+    phx_tid_t id = make_tid(node, atomic_load_explicit(&n->creator, memory_order_relaxed), seq);
     if (c->task && n->spawn_hook)
         id = n->spawn_hook(n->spawn_ctx, c->w->id, c->task, id);
     m->kind = PHX_MK_SPAWN;

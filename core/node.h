@@ -130,6 +130,12 @@ struct phx_node {
     pthread_cond_t bp_cond;
     _Atomic int bp_waiters;
     _Atomic uint32_t next_seq;  /* task id sequence */
+    /* Task ids' creator field: the rank, or for a new incarnation taken in
+     * without its checkpoint (message logging, restart-on=respawn) one no
+     * earlier incarnation used, since ids its predecessor drew after its
+     * last checkpoint may live on elsewhere. Comm thread writes it while
+     * workers are paused; workers read it. */
+    _Atomic uint16_t creator;
     _Atomic int stopping;
 
     const phx_td_ops_t *td;     /* comm thread only */

@@ -173,7 +173,7 @@ int phx_recovery_incarnation(int rank, uint32_t *inc)
 
 int phx_recovery_rejoining(const phx_node_t *n)
 {
-    return n->inc > 0 && n->cfg.ft && !strcmp(n->cfg.recovery, "cr") && !strcmp(n->cfg.restart_on, "respawn");
+    return n->inc > 0 && n->cfg.ft && phx_config_respawns(&n->cfg);
 }
 
 void phx_recovery_worker_pause(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt)

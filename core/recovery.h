@@ -84,7 +84,7 @@ int phx_recovery_on_ctrl(phx_node_t *n, int peer, const phx_frame_hdr_t *h, cons
 int phx_recovery_on_failure(phx_node_t *n, int rank);
 void phx_recovery_on_peer_up(phx_node_t *n, int peer, uint32_t inc);
 /* This process is a new incarnation of a rank that must rejoin a running
- * job (recovery=cr, restart-on=respawn, PHX_INCARNATION > 0): it neither
+ * job (recovery=cr or mlog-*, restart-on=respawn, PHX_INCARNATION > 0): it neither
  * starts the detector nor the job at all-up; the recovery round does. */
 int phx_recovery_rejoining(const phx_node_t *n);
 /* This process's incarnation: PHX_INCARNATION (phx run sets it when it
@@ -113,9 +113,14 @@ extern const phx_recovery_ops_t phx_recovery_cr;
  * and must bring the restored tasks up to date (message logging). */
 /* PHX_CR_PARTIAL_BEGIN: a partial round restores here, before the first
  * task it restores (on_restore); every node of the round hears it. */
-enum { PHX_CR_COMMIT = 1, PHX_CR_ROLLBACK = 2, PHX_CR_PARTIAL = 3, PHX_CR_PARTIAL_BEGIN = 4 };
+/* PHX_CR_JOINED: at a commit (after its PHX_CR_COMMIT) ranks were taken
+ * back in, hosting nothing yet (restart-on=respawn after a partial round);
+ * a newcomer hears it once it is a member. phx_cr_dead says who is dead. */
+enum { PHX_CR_COMMIT = 1, PHX_CR_ROLLBACK = 2, PHX_CR_PARTIAL = 3, PHX_CR_PARTIAL_BEGIN = 4, PHX_CR_JOINED = 5 };
 typedef void (*phx_cr_listen_fn)(void *arg, int what, uint64_t epoch);
 void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial);
+/* Whether cr counts rank r dead now (comm thread). */
+int phx_cr_dead(void *st, int r);
 /* mlog-team: in a partial round, fn(arg, r) (comm thread; arg is the
  * listener's) says whether live rank r reloads its own copy too; the round
  * is partial only while some live rank does not. */

@@ -1352,7 +1352,7 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
         return PHX_EIO;
     }
     uv_timer_start(&n->deadline, on_deadline, (uint64_t)cfg->startup_timeout_ms, 0);
-    n->rejoin = !strcmp(cfg->recovery, "cr") && !strcmp(cfg->restart_on, "respawn");
+    n->rejoin = phx_config_respawns(cfg);
     n->rejoining = n->rejoin && inc > 0;
     for (int r = 0; r < (n->rejoining ? n->size : n->rank); r++)
         if (r != n->rank)

@@ -523,6 +523,14 @@ int phx_ft_hb_preset_dead(phx_ft_hb_t *hb, const int *ranks, int k)
     return 0;
 }
 
+int phx_ft_hb_preset_inc(phx_ft_hb_t *hb, int rank, uint32_t inc)
+{
+    uint32_t known;
+    if (hb->started || rank < 0 || rank >= hb->n || rank == hb->me)
+        return PHX_EINVAL;
+    return inc_get(hb, rank, &known) && known >= inc ? 0 : inc_put(hb, rank, inc);
+}
+
 /* ---- core ----------------------------------------------------------------- */
 
 static void fence(phx_ft_hb_t *hb, const char *why, int by)

@@ -148,6 +148,11 @@ int phx_ft_hb_start(phx_ft_hb_t *hb, uint64_t now_ns);
  * on_dead: the runtime already knows). PHX_EINVAL after start or for a bad
  * rank (own included). */
 int phx_ft_hb_preset_dead(phx_ft_hb_t *hb, const int *ranks, int k);
+/* Before start: rank's newest incarnation is at least inc (a new view's
+ * instance learns what the last one had heard, and which incarnation a
+ * rank taken back in is, so a notice names the member even when it died
+ * before its first heartbeat). 0, PHX_EINVAL or PHX_ENOMEM. */
+int phx_ft_hb_preset_inc(phx_ft_hb_t *hb, int rank, uint32_t inc);
 
 /* Earliest time tick() has work; UINT64_MAX if none (not started, alone,
  * fenced). */

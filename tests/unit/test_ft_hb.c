@@ -442,6 +442,13 @@ static void test_view_preset(void **state)
     phx_ft_hb_t *hb;
     assert_int_equal(phx_ft_hb_create(&cfg, &env, &hb), 0);
     int own = 0, d = 3;
+    /* Rank 1 was taken back in as incarnation 2: a notice names it even
+     * before its first heartbeat; an older one is refused from the start. */
+    assert_int_equal(phx_ft_hb_preset_inc(hb, 1, 2), 0);
+    assert_int_equal(phx_ft_hb_preset_inc(hb, 1, 1), 0);   /* never lowers */
+    assert_int_equal(phx_ft_hb_incarnation(hb, 1), 2);
+    assert_false(phx_ft_hb_accept(hb, 1, 1));
+    assert_int_equal(phx_ft_hb_preset_inc(hb, 0, 1), PHX_EINVAL);   /* own */
     assert_int_equal(phx_ft_hb_preset_dead(hb, &own, 1), PHX_EINVAL);
     assert_int_equal(phx_ft_hb_preset_dead(hb, &d, 1), 0);
     assert_true(phx_ft_hb_is_dead(hb, 3));
@@ -450,6 +457,7 @@ static void test_view_preset(void **state)
     assert_int_equal(phx_ft_hb_observer(hb), 1);
     assert_int_equal(phx_ft_hb_start(hb, 0), 0);
     assert_int_equal(phx_ft_hb_preset_dead(hb, &d, 1), PHX_EINVAL);   /* after start */
+    assert_int_equal(phx_ft_hb_preset_inc(hb, 1, 2), PHX_EINVAL);
     uint8_t b[32];
     size_t len = enc_beat(b, 2, 0, 4, NULL, 0);   /* view 0: an older view */
     assert_int_equal(phx_ft_hb_on_msg(hb, 2, PHX_FT_HB_HEARTBEAT, b, len, 1), 0);
