@@ -53,7 +53,10 @@ run() {
         fail "$name: rank 3's tasks never moved home"
     gate_open "$GATE"
     wait "$JOBPID"; RC=$?
-    [ "$RC" = 0 ] || tail -8 "$DIR/err" | sed 's/^/  err: /'
+    [ "$RC" = 0 ] && return
+    grep -v "status:" "$DIR/err" | tail -12 | sed 's/^/  err: /'
+    grep -hs '"ev":"\(failure\|peer_back\|rejoin[a-z_]*\|migrate_[a-z]*\|home\|rollback\|ckpt_begin\|ckpt_commit\)"' \
+        "$DIR"/ev.*.jsonl | sort | tail -40 | cut -c1-160 | sed 's/^/  ev: /'
 }
 sum_of() { sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' "$DIR/out" | tail -1; }
 moved_home() {   # the tasks rank 3 took back at the moving checkpoint
