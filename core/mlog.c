@@ -409,9 +409,13 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
     own_clear(g);
     phx_ml_stats_t s;
     phx_ml_stats(g->ml, &s);
-    /* A commit makes every logged message and det useless (Alg. 4); a
-     * rollback undoes what they describe. Workers are paused either way. */
-    phx_ml_checkpoint(g->ml);
+    /* A commit makes the logged messages and the dets it holds useless
+     * (Alg. 4; dets sent after their origin's commit stay); a rollback
+     * undoes what they all describe. Workers are paused either way. */
+    if (what == PHX_CR_COMMIT)
+        phx_ml_checkpoint(g->ml, epoch);
+    else
+        phx_ml_rollback(g->ml, epoch);
     g->log_bytes = 0;
     log_gauges(g);
     phx_evlog(what == PHX_CR_COMMIT ? "mlog_gc" : "mlog_reset", "\"epoch\":%llu,\"log_len\":%llu,\"detlog_len\":%llu",

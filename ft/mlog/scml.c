@@ -35,9 +35,13 @@ struct phx_ml {
     size_t nlog, caplog;
     uint8_t *arena;
     size_t arena_len, arena_cap;
-    /* stored dets of others */
+    /* stored dets of others; dle[i]: the epoch dl[i]'s origin had
+     * committed when it sent it (a trailer's), which tells a commit here
+     * what that commit covers */
     phx_det_t *dl;
+    uint64_t *dle;
     size_t ndl, capdl;
+    uint64_t epoch;             /* last committed or rolled back to here */
     origin_t *org;              /* n */
     uint32_t *peer_inc;         /* n: agreed incarnation per peer */
     uint64_t *sent;             /* n x nq: end of what each peer was sent */
@@ -81,6 +85,7 @@ void phx_ml_destroy(phx_ml_t *ml)
     free(ml->log);
     free(ml->arena);
     free(ml->dl);
+    free(ml->dle);
     free(ml);
 }
 
@@ -295,7 +300,7 @@ void phx_ml_count_local(phx_ml_t *ml)
 
 size_t phx_ml_pb_size(phx_ml_t *ml)
 {
-    size_t sz = 6;
+    size_t sz = 6 + 10;
     for (int i = 0; i < ml->c.nq; i++) {
         uint64_t f, e, n = phx_detq_piggyback(ml->q[i], &f, &e);
         if (n)
@@ -304,12 +309,13 @@ size_t phx_ml_pb_size(phx_ml_t *ml)
     return sz;
 }
 
-/* Trailer: u32 inc, u16 ranges, then per range varints queue, first and
- * count, and count dets, each as 4 varints: the zigzag differences of
- * receiver, rsn, sender and ssn from the previous det of the range (from 0
- * for the first). A worker's consecutive dets mostly share or neighbour
- * those values, so a det takes ~5 bytes instead of 32 (thesis Table 3.1's
- * piggyback volume). Varints over the one codec's cursor (phx_wire.h). */
+/* Trailer: u32 inc, u16 ranges, varint epoch (the origin's last commit),
+ * then per range varints queue, first and count, and count dets, each as
+ * 4 varints: the zigzag differences of receiver, rsn, sender and ssn from
+ * the previous det of the range (from 0 for the first). A worker's
+ * consecutive dets mostly share or neighbour those values, so a det takes
+ * ~5 bytes instead of 32 (thesis Table 3.1's piggyback volume). Varints
+ * over the one codec's cursor (phx_wire.h). */
 static int uv_write(uint8_t *b, uint64_t v)
 {
     int k = 0;
@@ -416,6 +422,7 @@ static long encode(phx_ml_t *ml, uint64_t *sent, void *buf, size_t cap)
     phx_wenc_init(&e, buf, cap);
     phx_wenc_u32(&e, ml->c.inc);
     uint8_t *nr = phx_wenc_reserve(&e, 2);
+    put_uv(&e, ml->epoch);
     uint16_t ranges = 0;
     uint64_t copies = 0, upto[MAXQ];
     for (int i = 0; i < ml->c.nq && !e.err; i++) {
@@ -452,7 +459,7 @@ static long encode(phx_ml_t *ml, uint64_t *sent, void *buf, size_t cap)
     return (long)(e.p - e.start);
 }
 
-static int push_det(phx_ml_t *ml, const phx_det_t *d)
+static int push_det(phx_ml_t *ml, const phx_det_t *d, uint64_t epoch)
 {
     if (ml->ndl == ml->capdl) {
         size_t cap = ml->capdl ? 2 * ml->capdl : 1024;
@@ -460,8 +467,13 @@ static int push_det(phx_ml_t *ml, const phx_det_t *d)
         if (!n)
             return PHX_ENOMEM;
         ml->dl = n;
+        uint64_t *ne = realloc(ml->dle, cap * sizeof *ne);
+        if (!ne)
+            return PHX_ENOMEM;
+        ml->dle = ne;
         ml->capdl = cap;
     }
+    ml->dle[ml->ndl] = epoch;
     ml->dl[ml->ndl++] = *d;
     ml->st.dets_stored++;
     return 0;
@@ -476,6 +488,7 @@ long phx_ml_pb_store(phx_ml_t *ml, int from, const void *pb, size_t len, void *a
     phx_wdec_init(&d, pb, len);
     uint32_t inc = phx_wdec_u32(&d);
     uint16_t ranges = phx_wdec_u16(&d);
+    uint64_t epoch = get_uv(&d);
     if (d.err)
         return d.err;
     origin_t *o = &ml->org[from];
@@ -508,7 +521,7 @@ long phx_ml_pb_store(phx_ml_t *ml, int from, const void *pb, size_t len, void *a
                 return PHX_EPROTO;
             if (first + k < o->end[qi])
                 continue;   /* already stored (re-piggybacked until acked) */
-            int rc = push_det(ml, &x);
+            int rc = push_det(ml, &x, epoch);
             if (rc < 0)
                 return rc;
             /* Per det: a frame cut short later must not store it twice. */
@@ -614,12 +627,24 @@ void phx_ml_set_inc(phx_ml_t *ml, int peer, uint32_t inc)
 }
 
 /* ---- checkpoint and recovery ---------------------------------------------- */
-void phx_ml_checkpoint(phx_ml_t *ml)
+/* Drops the log and the stored dets whose origin sent them before it
+ * committed keep (all of them for keep = UINT64_MAX) and acks the queues. */
+static void drop(phx_ml_t *ml, uint64_t keep, uint64_t epoch)
 {
     ml->nlog = 0;
     ml->arena_len = 0;
-    ml->ndl = 0;
-    for (int r = 0; r < ml->c.n; r++) {   /* their origins ack themselves now */
+    size_t k = 0;
+    for (size_t i = 0; i < ml->ndl; i++)
+        if (ml->dle[i] >= keep) {
+            ml->dle[k] = ml->dle[i];
+            ml->dl[k++] = ml->dl[i];
+        }
+    ml->ndl = k;
+    ml->epoch = epoch;
+    /* Their origins ack themselves now. The dets kept stay unacked: an
+     * ack only stops re-piggybacking (a later one, or their origin's next
+     * commit, ends it). */
+    for (int r = 0; r < ml->c.n; r++) {
         origin_t *o = &ml->org[r];
         memcpy(o->acked, o->end, sizeof o->acked);
         o->owed = 0;
@@ -630,6 +655,16 @@ void phx_ml_checkpoint(phx_ml_t *ml)
         phx_detq_piggyback(ml->q[i], &f, &e);
         phx_detq_ack(ml->q[i], ml->c.inc, e);
     }
+}
+
+void phx_ml_checkpoint(phx_ml_t *ml, uint64_t epoch)
+{
+    drop(ml, epoch, epoch);
+}
+
+void phx_ml_rollback(phx_ml_t *ml, uint64_t epoch)
+{
+    drop(ml, UINT64_MAX, epoch);
 }
 
 long phx_ml_restart(phx_ml_t *ml, const phx_ml_restart_cb_t *cb)

@@ -123,7 +123,8 @@ int phx_ml_admit(phx_ml_t *ml, int worker, phx_ml_task_t *t, uint64_t src, uint6
 int phx_ml_log(phx_ml_t *ml, int dst_rank, uint64_t src, uint64_t dst, uint64_t ssn, uint32_t tag,
                const void *payload, size_t len);
 /* Piggyback: encodes every queue's unacknowledged range into buf (the
- * frame's trailer; dets delta- and varint-encoded, ~5 bytes each). Returns bytes (0: nothing to carry), or PHX_ENOSPC
+ * frame's trailer: this node's last committed epoch, the dets delta- and
+ * varint-encoded, ~5 bytes each). Returns bytes (0: nothing to carry), or PHX_ENOSPC
  * when cap is too small: phx_ml_pb_size says how much was needed when
  * called, but producers may publish more in between, so grow and retry. */
 size_t phx_ml_pb_size(phx_ml_t *ml);
@@ -163,9 +164,19 @@ int phx_ml_stale(phx_ml_t *ml, int peer, uint32_t inc);
 void phx_ml_set_inc(phx_ml_t *ml, int peer, uint32_t inc);
 
 /* ---- checkpoint and recovery ---------------------------------------------- */
-/* A coordinated checkpoint committed (channels empty, workers paused):
- * the message log and the stored dets are dropped, every queue is acked. */
-void phx_ml_checkpoint(phx_ml_t *ml);
+/* A coordinated checkpoint of epoch committed here (workers paused): the
+ * message log is dropped, every queue is acked, and so are the stored dets
+ * the epoch holds: those their origin sent before it committed epoch
+ * itself. A commit is no barrier: a node that commits first resumes, and
+ * its next dets may be stored here before this commit (on its buddy, under
+ * mlog-pessimistic); they describe deliveries after the checkpoint and
+ * stay until the next commit (a task restored from epoch needs them).
+ * Trailers sent from now on carry epoch. */
+void phx_ml_checkpoint(phx_ml_t *ml, uint64_t epoch);
+/* A global rollback to epoch (workers paused): every logged message and
+ * stored det describes undone work and is dropped, every queue is acked;
+ * trailers sent from now on carry epoch. */
+void phx_ml_rollback(phx_ml_t *ml, uint64_t epoch);
 
 /* A logged message, as phx_ml_restart hands it back. */
 typedef struct phx_ml_entry {
