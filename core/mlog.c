@@ -372,8 +372,12 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
     if (what == PHX_CR_COMMIT || what == PHX_CR_ROLLBACK || what == PHX_CR_JOINED)
         for (int r = 0; r < g->n->size; r++)
             g->dead[r] = (uint8_t)phx_cr_dead(g->cr, r);
-    if (what == PHX_CR_JOINED)
+    if (what == PHX_CR_JOINED) {
+        /* A newcomer's trailers carry the epoch it joined at (survivors
+         * committed it just before: nothing changes there). */
+        phx_ml_checkpoint(g->ml, epoch);
         return;
+    }
     if (what == PHX_CR_COMMIT && g->nfail)
         period_reset(g, epoch);
     if (what == PHX_CR_PARTIAL_BEGIN) {
