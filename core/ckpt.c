@@ -2338,8 +2338,11 @@ static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint
     size_t len = h->len;
     /* The transport delivers nothing of a dead incarnation after its
      * notice: a newcomer's rollback marker may come before this node took
-     * it in. */
-    if (peer < 0 || peer >= c->size || (c->dead[peer] && peer != c->self && h->tag != RB_MARK))
+     * it in, and so may its marker of the checkpoint that follows a commit
+     * taking it in (links are FIFO per pair only: the coordinator's COMMIT
+     * may still be on its way here; it_mlog_home's order case hung on it). */
+    if (peer < 0 || peer >= c->size ||
+        (c->dead[peer] && peer != c->self && h->tag != RB_MARK && h->tag != CK_MARK))
         return;
     switch (h->tag) {
     case CK_REQ:
