@@ -1038,8 +1038,12 @@ static int ml_init(phx_node_t *n, void **out)
     pthread_rwlock_init(&g->rep_lock, NULL);
     g->ml = g->dead && g->pdead && g->done && g->fin && g->rb && (g->team <= 1 || (g->own && g->seq_hw))
                 ? phx_ml_create(&c) : NULL;
+    /* Published before cr's init, which pauses the workers of a respawned
+     * rank: they find this state (and g->cr, set before the pause) there. */
+    *out = g;
     int rc = g->ml ? CR->init(n, &g->cr) : PHX_ENOMEM;
     if (rc) {
+        *out = NULL;   /* no worker paused: cr pauses them last */
         phx_ml_destroy(g->ml);
         phx_map_free(&g->rep);
         free(g->dead);
@@ -1072,7 +1076,6 @@ static int ml_init(phx_node_t *n, void **out)
         n->spawn_hook = spawn_hook;
         n->spawn_ctx = g;
     }
-    *out = g;
     return 0;
 }
 
