@@ -11,12 +11,25 @@ cd "$(dirname "$0")"
 
 PKGS="build-essential cmake pkg-config libuv1-dev libjemalloc-dev liburcu-dev libssl-dev libisal-dev libcmocka-dev python3 clang libmicrohttpd-dev prometheus python3-matplotlib curl iproute2 openssh-server openssh-client munge slurmctld slurmd slurm-client"
 
-install_missing() {
+missing_pkgs() {
     missing=""
     for p in $PKGS; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
     done
+}
+
+install_missing() {
+    missing_pkgs
     [ -z "$missing" ] && return 0
+    # Two copies at once (a second suite beside the first) install one
+    # after the other: apt's own locks fail instead of waiting.
+    exec 9>"${TMPDIR:-/tmp}/phx-build-apt.lock"
+    flock 9
+    missing_pkgs
+    if [ -z "$missing" ]; then
+        flock -u 9
+        return 0
+    fi
     echo "build.sh: installing:$missing"
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
@@ -27,6 +40,7 @@ install_missing() {
         echo "build.sh: install them as root: apt-get install$missing" >&2
         exit 1
     fi
+    flock -u 9
 }
 
 JOBS=$(nproc 2>/dev/null || echo 2)
