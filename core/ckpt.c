@@ -1955,6 +1955,9 @@ static void rb_try_decide(cr_t *c)
         uint8_t buf[8];
         phx_put_le32(buf, (uint32_t)why[0]);
         phx_put_le32(buf + 4, (uint32_t)why[1]);
+        for (int x = 0; x < c->size; x++)   /* newcomers connected here wait for nothing more */
+            if (c->dead[x] && c->rj_inc[x])
+                ctl(c, x, RB_ABORT, e, buf, sizeof buf);
         ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
         return;
     }
@@ -2093,8 +2096,23 @@ static void on_rj_timer(uv_timer_t *t)
     cr_t *c = t->data;
     int ms = c->n->cfg.startup_timeout_ms, x = 0;
     if (c->joining) {
-        fprintf(stderr, "phalanx: recovery=cr: rank %d (incarnation %u) was not taken back into the job within "
-                        "%d ms; giving up\n", c->self, c->n->inc, 2 * ms);
+        /* Checked every hb-timeout: the job may have ended without this
+         * incarnation (an abort, or its partial round needed no respawn):
+         * no peer is connected and one that was has closed its listener. */
+        int up = 0, gone = 0;
+        for (int r = 0; r < c->size; r++) {
+            up |= r != c->self && phx_net_peer_up(c->n->net, r);
+            gone |= r != c->self && phx_net_peer_gone(c->n->net, r);
+        }
+        if (!up && gone)
+            fprintf(stderr, "phalanx: recovery=cr: rank %d (incarnation %u): the job's other ranks are gone; it "
+                            "ended before this incarnation was taken back in\n", c->self, c->n->inc);
+        else if (phx_now_ns() - c->t_fail >= 2 * (uint64_t)ms * 1000000)
+            fprintf(stderr, "phalanx: recovery=cr: rank %d (incarnation %u) was not taken back into the job within "
+                            "%d ms; giving up\n", c->self, c->n->inc, 2 * ms);
+        else
+            return;
+        uv_timer_stop(t);
         phx_node_exit(c->n, PHX_EXIT_CKPT_LOST, 1);
         return;
     }
@@ -2146,6 +2164,12 @@ static int take_in(cr_t *c, const uint8_t *q)
     for (int r = 0; c->joining && r < c->size; r++)
         if (c->dead[r])
             phx_net_close_peer(c->n->net, r, "dead before this rank rejoined");
+    /* A newcomer has no detector yet: another rank lost meanwhile is still
+     * alive to its transport, which would refuse that rank's newcomer for
+     * good (and drop what is sent to a rank it closed). */
+    for (int x = 0; x < c->size; x++)
+        if (x != c->self && c->rj_new[x])
+            phx_net_take_inc(c->n->net, x, c->rj_new[x]);
     if (c->joining)
         phx_net_rejoined(c->n->net);
     return phx_ft_new_view(c->n, c->view, c->dead, c->rj_new);
@@ -2607,7 +2631,8 @@ static int cr_init(phx_node_t *n, void **out)
         c->phase = PH_REC;
         c->state_sent = 1;
         pause_workers(c);
-        uv_timer_start(&c->rj_timer, on_rj_timer, 2 * (uint64_t)n->cfg.startup_timeout_ms, 0);
+        uint64_t hb = (uint64_t)n->cfg.hb_timeout_ms;
+        uv_timer_start(&c->rj_timer, on_rj_timer, hb, hb);
     }
     if (c->restarting) {
         /* Nothing runs before the restore: the main task rank 0 creates

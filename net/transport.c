@@ -1430,6 +1430,23 @@ void phx_net_close_peer(phx_net_t *n, int peer, const char *why)
     drain(p, charge);   /* dropped bytes no longer hold senders back */
 }
 
+void phx_net_take_inc(phx_net_t *n, int peer, uint32_t inc)
+{
+    peer_t *p = &n->peers[peer];
+    if (p->dead || p->inc >= inc)
+        return;
+    /* Nothing of the old process's stream survives; what is sent from now
+     * on waits for the new one's connection (then resent as a restore). */
+    uint64_t charge = p->ocharge + phx_link_reset(p->link);
+    buf_drop(&p->obuf);
+    p->cbuf.len = 0;
+    p->ocharge = 0;
+    if (p->conn)
+        conn_close(p->conn, "an older incarnation than the member");
+    drain(p, charge);
+    p->inc = inc;
+}
+
 void phx_net_close_inc(phx_net_t *n, int peer, uint32_t inc, const char *why)
 {
     if (n->peers[peer].inc <= inc)

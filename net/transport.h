@@ -146,6 +146,12 @@ void phx_net_reject(phx_net_t *n, int peer, const char *why);
 /* phx_net_close_peer for incarnation inc of peer: a no-op once a newer
  * incarnation was taken in (a late notice must not cut off the newcomer). */
 void phx_net_close_inc(phx_net_t *n, int peer, uint32_t inc, const char *why);
+/* Incarnation inc of peer is a member (a recovery round took it in) while
+ * this node's transport still knows an older one, alive as far as it can
+ * tell (a newcomer has no detector yet): the old stream goes, and frames
+ * sent from now on wait for inc's connection, which is admitted. A no-op
+ * for a dead peer or one already at inc. */
+void phx_net_take_inc(phx_net_t *n, int peer, uint32_t inc);
 /* 1 if peer joined the job and is neither closed, refused nor gone: its
  * link may be down for the moment and being restored. */
 int phx_net_peer_up(const phx_net_t *n, int peer);

@@ -22,6 +22,7 @@
 #define EXIT_PEER_LOST 70
 #define EXIT_FENCED 75
 #define EXIT_WORK_LOST 76
+#define EXIT_CKPT_LOST 78   /* core/recovery.h */
 /* ssh's code for a lost connection, also when the remote side was killed
  * (a host lost, its link down): a remote rank ending so is a dead node,
  * not a job result. */
@@ -52,6 +53,7 @@ typedef struct {
     double kill_at;         /* teardown: SIGKILL deadline, 0 when sent */
     double settle_at;       /* abort mode: a non-zero exit waits for the rest */
     int settle_rank;
+    int verdict;            /* the job's code when a verdict (76, 78) ended it */
     double ended_at;        /* first seen a node end the job normally (kill_stopped) */
 } run_t;
 
@@ -243,9 +245,13 @@ static void on_exit_status(run_t *R, proc_t *p)
             fprintf(stderr, "phx: aborting the job (--abort-on-failure)\n");
             teardown(R, WHY_ABORT, 0);
         }
-    } else if (code != 0 && R->job->abort_on_failure && R->nalive > 0 && !R->settle_at) {
+    } else if (code != 0 && (R->job->abort_on_failure || code == EXIT_WORK_LOST || code == EXIT_CKPT_LOST) &&
+               R->nalive > 0 && !R->settle_at) {
         /* A job ending with a non-zero code makes every node exit with it at
-         * about the same time; only a node leaving alone is a failure. */
+         * about the same time; only a node leaving alone is a failure. A
+         * verdict on the job also stops what is left after the grace: a
+         * respawned rank still waiting to be taken in would wait for
+         * nothing (twice startup-timeout). */
         R->settle_at = now_s() + R->job->grace;
         R->settle_rank = p->rank;
     }
@@ -650,7 +656,7 @@ static int job_code(const run_t *R)
     if (R->why == WHY_SIGNAL)
         return 128 + R->sig;
     if (R->why == WHY_ABORT)
-        return 1;
+        return R->verdict ? R->verdict : 1;
     int code = -1, mixed = 0;
     for (int i = 0; i < R->n; i++) {
         int st = R->p[i].status;
@@ -807,9 +813,12 @@ static int loop(run_t *R)
             kill_stragglers(R);
         if (R->settle_at && t >= R->settle_at && R->nalive > 0) {
             int st = R->p[R->settle_rank].status;
+            int code = WEXITSTATUS(st);
+            if (code == EXIT_WORK_LOST || code == EXIT_CKPT_LOST)
+                R->verdict = code;
             fprintf(stderr, "phx: rank %d exited with code %d while %d node(s) kept running; "
-                    "aborting the job (--abort-on-failure)\n", R->settle_rank, WEXITSTATUS(st),
-                    R->nalive);
+                    "aborting the job (%s)\n", R->settle_rank, code, R->nalive,
+                    R->verdict ? "the job cannot finish" : "--abort-on-failure");
             teardown(R, WHY_ABORT, 0);
         }
     }
