@@ -125,6 +125,36 @@ check "order -S 4: exit 0 (got $RC), consistent, kids=$kids" eval \
 check "order -S 4: rank 3's tasks came home to a fresh creator" eval \
     'grep -qs "\"ev\":\"rejoin_empty\",\"epoch\":[0-9]*,\"creator\":65532" "$DIR/ev.3.jsonl" && logged "\"ev\":\"home\""'
 
+# Two losses one after the other, the second once the first one's respawn
+# is connected but not yet taken in (its replay's release waits on RGATE,
+# PHX_MLOG_TEST_HOLD_RELEASE, so no checkpoint commits meanwhile): the
+# second loss rolls back globally (a void replay: RGATE stays shut) and
+# takes both respawns in at once. Respawn 1 knew rank 5's old process, which no
+# detector of its own saw die; without phx_net_take_inc it refused rank 5's
+# respawn for good and the job hung.
+DIR=$TMP/two; mkdir -p "$DIR"
+GATE=$(gate_new two); RGATE=$(gate_new two-release)
+PHX_MLOG_TEST_HOLD_RELEASE=$RGATE timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/jacobi" --phx-ft=1 \
+    --phx-recovery=mlog-causal --phx-restart-on=respawn --phx-eventlog="$DIR/ev.%r.jsonl" $ARGS \
+    -H $KILL_AT -g "$GATE" >"$DIR/out" 2>"$DIR/err" &
+JOBPID=$!
+back() {   # back RANK INC: every other rank saw incarnation INC of RANK connect
+    [ "$(grep -ls "\"ev\":\"peer_back\",\"peer\":$1,\"inc\":$2}" "$DIR"/ev.*.jsonl | wc -l)" -ge 7 ]
+}
+wait_for "$JOB_TIMEOUT" logged '"ev":"jacobi_hold"' && wait_for "$JOB_TIMEOUT" settled 2 || fail "two: never held"
+kill -9 "$(awk '$1 == 1 { print $2 }' "$DIR/pids")"
+wait_for "$JOB_TIMEOUT" eval 'back 1 1 || ! kill -0 "$JOBPID" 2>/dev/null' || fail "two: rank 1's respawn never connected"
+kill -9 "$(awk '$1 == 5 { print $2 }' "$DIR/pids")"
+wait_for "$JOB_TIMEOUT" eval 'logged "\"ev\":\"rejoin\",\"rank\":5," || ! kill -0 "$JOBPID" 2>/dev/null'
+gate_open "$GATE"
+wait "$JOBPID"; RC=$?
+[ "$RC" = 0 ] || grep -v "status:" "$DIR/err" | tail -8 | sed 's/^/  err: /'
+check "two losses, the second before the first's respawn was taken in: exit 0 (got $RC), checksum equals the reference" \
+    eval '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
+check "two losses: one global round took both respawns in" eval \
+    'logged "\"ev\":\"rollback\"" && grep -qs "\"ev\":\"rejoin\",\"rank\":1,\"inc\":1" "$DIR/ev.0.jsonl" &&
+     grep -qs "\"ev\":\"rejoin\",\"rank\":5,\"inc\":1" "$DIR/ev.0.jsonl"'
+
 # A helper dies after shipping its part, before rebuilding what stays: the
 # moving checkpoint never commits, so the round rolls back globally (its
 # respawn taken in by that round) and still ends with the right checksum.
