@@ -979,20 +979,6 @@ static int skip_task(phx_wdec_t *d)
     return d->err;
 }
 
-/* A moved task's held messages are offered again: nothing else would (the
- * KICK that releases a replay is not packed). */
-static int kick_held(phx_node_t *n, phx_tid_t id)
-{
-    phx_msg_t *m = phx_msg_alloc(0);
-    if (!m)
-        return PHX_ENOMEM;
-    m->kind = PHX_MK_KICK;
-    m->peer = -1;
-    m->hdr.dst = id;
-    phx_node_enqueue_local(n, m);
-    return 0;
-}
-
 /* Rebuilds one task, or skips it when loc puts it on another rank. */
 static int restore_task(cr_t *c, phx_wdec_t *d, const int *keep, uint32_t *nt)
 {
@@ -1044,8 +1030,10 @@ static int restore_task(cr_t *c, phx_wdec_t *d, const int *keep, uint32_t *nt)
         return rc ? rc : PHX_ENOMEM;
     }
     *slot = (uint64_t)(uintptr_t)t;
+    /* A moved task's held messages are offered again: nothing else would
+     * (the KICK that releases a replay is not packed). */
     if (c->migrating)
-        return phx_held_len(&t->held) ? kick_held(n, id) : 0;
+        return phx_held_len(&t->held) ? phx_node_kick(n, id) : 0;
     if (c->n->rec->on_restore)
         c->n->rec->on_restore(c, id);
     return 0;
@@ -1127,10 +1115,10 @@ static void ctl_joins(cr_t *c, int tag, uint64_t id, uint8_t *buf, size_t len, i
 static int home_table(const cr_t *c, int *t)
 {
     int moves = 0;
-    for (int i = 0; i < c->nloc; i++) {
+    for (int i = 0; c->partial_ok && i < c->nloc; i++) {
         int h = i / PHX_LOC_SLICES;
         t[i] = c->loc[i];
-        if (c->partial_ok && h < c->size && !c->dead[h] && t[i] != h) {
+        if (h < c->size && !c->dead[h] && t[i] != h) {
             t[i] = h;
             moves = 1;
         }
@@ -1237,15 +1225,6 @@ static int mig_moves(const cr_t *c, int a, int b)
     return 0;
 }
 
-/* Whether some slice moves to rank b at this cut. */
-static int mig_moves_any(const cr_t *c, int b)
-{
-    for (int i = 0; i < c->nloc; i++)
-        if (c->mig_from[i] != b && c->mig_loc[i] == b)
-            return 1;
-    return 0;
-}
-
 /* At a moving checkpoint's cut (every marker in, workers paused): ships a
  * snapshot to each rank that takes some of this node's slices, rebuilds
  * what stays from it, switches the table, and rebuilds what the others
@@ -1256,32 +1235,29 @@ static int migrate(cr_t *c)
     int rc = 0;
     if (c->mig == 1) {
         c->mig = 2;
+        /* One snapshot per taker, of what it takes; then, if any left, one
+         * of what stays, from which this node is rebuilt. */
+        size_t len = 0;
+        uint32_t kept = 0, sent = 0;
         int leaves = 0;
-        for (int r = 0; r < c->size; r++)
-            leaves |= r != c->self && mig_moves(c, c->self, r);
-        if (leaves) {
-            /* One snapshot per taker, of what it takes; one of what stays,
-             * from which this node is rebuilt. */
-            size_t len = 0;
-            uint32_t kept = 0, sent = 0;
-            c->enc_loc = c->mig_loc;
-            for (int r = 0; r < c->size && !rc; r++) {
-                if (r == c->self || !mig_moves(c, c->self, r))
-                    continue;
-                c->enc_to = r;
-                void *b = NULL;
-                if (!(rc = snapshot(c, &b, &len))) {
-                    free(c->mig_out[r]);
-                    c->mig_out[r] = b;
-                    rc = bulk_send(c, BK_MIG, r, c->self, c->ck_id, c->ck_epoch, b, len);
-                }
-                sent += b ? phx_get_le32((const uint8_t *)b + 12) : 0;
+        c->enc_loc = c->mig_loc;
+        for (int r = 0; r < c->size && !rc; r++) {
+            if (r == c->self || !mig_moves(c, c->self, r))
+                continue;
+            leaves = 1;
+            c->enc_to = r;
+            void *b = NULL;
+            if (!(rc = snapshot(c, &b, &len))) {
+                free(c->mig_out[r]);
+                c->mig_out[r] = b;
+                rc = bulk_send(c, BK_MIG, r, c->self, c->ck_id, c->ck_epoch, b, len);
             }
+            sent += b ? phx_get_le32((const uint8_t *)b + 12) : 0;
+        }
+        if (leaves && !rc) {
             void *own = NULL;
             c->enc_to = c->self;
-            if (!rc)
-                rc = snapshot(c, &own, &len);
-            c->enc_loc = NULL;
+            rc = snapshot(c, &own, &len);
             if (!rc && c->die_point == DIE_SHIPPED && c->die_epoch == n->inc) {
                 phx_net_flush(n->net);
                 raise(SIGKILL);   /* test: its tasks on their way home, not yet rebuilt here */
@@ -1296,13 +1272,17 @@ static int migrate(cr_t *c)
             }
             free(own);
         }
+        c->enc_loc = NULL;
         memcpy(c->loc, c->mig_loc, (size_t)c->nloc * sizeof *c->loc);
         n->loc_n = c->nhome;
         n->loc = c->loc;
     }
-    int wait = 0;
+    int wait = 0, takes = 0;
     for (int s = 0; s < c->size && !rc; s++) {
-        if (s == c->self || c->mig_in_done[s] || !mig_moves(c, s, c->self))
+        if (s == c->self || !mig_moves(c, s, c->self))
+            continue;
+        takes = 1;
+        if (c->mig_in_done[s])
             continue;
         if (!c->mig_in[s] || c->mig_in_id[s] != c->ck_id) {
             wait = 1;   /* on its way */
@@ -1321,7 +1301,7 @@ static int migrate(cr_t *c)
         fatal(c, 1, "moving tasks home failed: %s", phx_strerror(rc));
         return 0;
     }
-    if (!wait && c->die_point == DIE_MOVED && c->die_epoch == n->inc && mig_moves_any(c, c->self))
+    if (!wait && takes && c->die_point == DIE_MOVED && c->die_epoch == n->inc)
         raise(SIGKILL);   /* test: its slices rebuilt here, the epoch not stored */
     return !wait;
 }
@@ -1765,12 +1745,30 @@ static void *empty_blob(cr_t *c, uint64_t e, size_t *len)
     return blob;
 }
 
+/* A newcomer keeps blob as its own copy of epoch e, under the tables it
+ * was taken in with (the store owns blob from here; not on failure, when
+ * the job ends), and routes by that table from now on. */
+static int adopt_epoch(cr_t *c, uint64_t e, void *blob, size_t len)
+{
+    phx_ck_copy_t *slot = phx_ck_store_open(&c->store, e);
+    if (!slot || phx_ck_store_put_own(&c->store, e, blob, len)) {
+        fatal(c, 1, "%s", "no checkpoint slot for the rejoin (internal error)");
+        return PHX_EINVAL;
+    }
+    memcpy(slot->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
+    memcpy(slot->buddy, c->rj_buddy, (size_t)c->size * sizeof *c->buddy);
+    phx_ck_store_commit(&c->store, e);
+    memcpy(c->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
+    c->n->loc_n = c->nhome;
+    c->n->loc = c->loc;
+    return 0;
+}
+
 /* A newcomer taken in (restart-on=respawn): its state is the copy its
  * buddy ships; it keeps that copy as its own of the epoch, so it can roll
  * back again before the next checkpoint. */
 static void rejoin_restore(cr_t *c)
 {
-    phx_node_t *n = c->n;
     int self = c->self, hosts = 0;
     for (int i = 0; i < c->nloc; i++)
         hosts |= c->rj_loc[i] == self;
@@ -1780,22 +1778,16 @@ static void rejoin_restore(cr_t *c)
     void *blob = hosts ? c->xfer[self] : empty_blob(c, c->rb_epoch, &len);
     if (!blob)
         return;
-    phx_ck_copy_t *slot = phx_ck_store_open(&c->store, c->rb_epoch);
-    if (!slot || phx_ck_store_put_own(&c->store, c->rb_epoch, blob, len)) {
-        fatal(c, 1, "%s", "no checkpoint slot for the rejoin (internal error)");
+    if (adopt_epoch(c, c->rb_epoch, blob, len)) {
+        if (!hosts)
+            free(blob);
         return;
     }
     if (hosts)
         c->xfer[self] = NULL;   /* the store owns it */
-    memcpy(slot->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
-    memcpy(slot->buddy, c->rj_buddy, (size_t)c->size * sizeof *c->buddy);
-    phx_ck_store_commit(&c->store, c->rb_epoch);
     discard_all(c, 0);
     ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
     c->filt.round = (uint64_t)c->ndead;
-    memcpy(c->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
-    n->loc_n = c->nhome;
-    n->loc = c->loc;
     uint32_t nt = 0;
     int rc = restore_blob(c, blob, len, 1, c->loc, &nt);
     if (rc) {
@@ -2189,23 +2181,19 @@ static void join_at_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
     c->ndead = (int)(id >> 32);
     memcpy(c->dead, p + 8, (size_t)c->size);
     int rc = take_in(c, p + base);
-    size_t bl = 0;
-    void *blob = rc ? NULL : empty_blob(c, e, &bl);
-    if (!blob)
-        return;
-    phx_ck_copy_t *slot = phx_ck_store_open(&c->store, e);
-    if (!slot || phx_ck_store_put_own(&c->store, e, blob, bl)) {
-        free(blob);
-        fatal(c, 1, "%s", "no checkpoint slot for the rejoin (internal error)");
+    if (rc) {
+        fatal(c, 1, "taking this rank back in failed: %s", phx_strerror(rc));
         return;
     }
-    memcpy(slot->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
-    memcpy(slot->buddy, c->rj_buddy, (size_t)c->size * sizeof *c->buddy);
-    phx_ck_store_commit(&c->store, e);
-    memcpy(c->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
+    size_t bl = 0;
+    void *blob = empty_blob(c, e, &bl);
+    if (!blob)
+        return;
+    if (adopt_epoch(c, e, blob, bl)) {
+        free(blob);
+        return;
+    }
     memcpy(c->buddy, c->rj_buddy, (size_t)c->size * sizeof *c->buddy);
-    n->loc_n = c->nhome;
-    n->loc = c->loc;
     c->joining = 0;
     c->phase = PH_IDLE;
     c->state_sent = c->have_decision = c->restored = 0;
@@ -2271,12 +2259,12 @@ static void on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
     c->rb_disk = p[8 + c->size] & 1;
     c->rb_partial = (p[8 + c->size] >> 1) & 1;
     c->rb_seq = (p[8 + c->size] >> 2) & 1;
-    if (c->rb_partial)   /* nobody waits for a respawn: it is taken in at a later commit */
-        uv_timer_stop(&c->rj_timer);
-    if (c->rb_partial)   /* an aborted checkpoint's markers must not count for its redo */
-        for (int r = 0; r < c->size; r++)
+    if (c->rb_partial) {
+        uv_timer_stop(&c->rj_timer);   /* nobody waits for a respawn: it is taken in at a later commit */
+        for (int r = 0; r < c->size; r++)   /* an aborted checkpoint's markers must not count for its redo */
             if (c->filt.ck_mark[r] > c->store.committed)
                 c->filt.ck_mark[r] = c->store.committed;
+    }
     memcpy(c->lost, c->dead, (size_t)c->size);
     int rc = joins ? take_in(c, p + base) : 0;
     if (rc) {

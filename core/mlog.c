@@ -642,16 +642,10 @@ static phx_tid_t replay_spawn_id(mlog_t *g, const phx_task_t *p, uint32_t k, phx
 
 static void kick(mlog_t *g, uint64_t tid)
 {
-    phx_msg_t *m = phx_msg_alloc(0);
-    if (!m) {
+    if (phx_node_kick(g->n, (phx_tid_t)tid)) {
         PHX_ERROR("mlog", "out of memory releasing a replay: ending the job");
         phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
-        return;
     }
-    m->kind = PHX_MK_KICK;
-    m->peer = -1;
-    m->hdr.dst = tid;
-    phx_node_enqueue_local(g->n, m);
 }
 
 /* Comm thread: a checkpoint committed while a replay is under way is no

@@ -208,6 +208,9 @@ extern phx_node_t *phx_node_current;
 
 /* Any thread: hands m to the worker that owns its destination task. */
 void phx_node_enqueue_local(phx_node_t *n, phx_msg_t *m);
+/* Any thread: the worker owning task id offers its held messages again
+ * (PHX_MK_KICK). 0 or PHX_ENOMEM. */
+int phx_node_kick(phx_node_t *n, phx_tid_t id);
 /* Comm thread: queue an inbound message for its worker; flush hands every
  * queued message over (one splice and at most one wake-up per worker). */
 void phx_node_batch_add(phx_node_t *n, phx_msg_t *m);

@@ -44,6 +44,18 @@ void phx_node_enqueue_local(phx_node_t *n, phx_msg_t *m)
     phx_worker_wake(w);
 }
 
+int phx_node_kick(phx_node_t *n, phx_tid_t id)
+{
+    phx_msg_t *m = phx_msg_alloc(0);
+    if (!m)
+        return PHX_ENOMEM;
+    m->kind = PHX_MK_KICK;
+    m->peer = -1;
+    m->hdr.dst = id;
+    phx_node_enqueue_local(n, m);
+    return 0;
+}
+
 void phx_node_batch_add(phx_node_t *n, phx_msg_t *m)
 {
     int i = phx_worker_of(n, m->hdr.dst);

@@ -1413,14 +1413,10 @@ int phx_net_peer_gone(const phx_net_t *n, int peer)
     return peer >= 0 && peer < n->size && !n->peers[peer].up && n->peers[peer].gone;
 }
 
-void phx_net_close_peer(phx_net_t *n, int peer, const char *why)
+/* Drops everything of the peer's current stream: its connection, what is
+ * queued and what waits for an acknowledgement. */
+static void drop_stream(peer_t *p, const char *why)
 {
-    peer_t *p = &n->peers[peer];
-    if (p->dead)
-        return;
-    p->dead = 1;
-    uv_timer_stop(&p->retry);
-    uv_timer_stop(&p->lost);
     uint64_t charge = p->ocharge + phx_link_reset(p->link);
     buf_drop(&p->obuf);
     p->cbuf.len = 0;
@@ -1430,6 +1426,17 @@ void phx_net_close_peer(phx_net_t *n, int peer, const char *why)
     drain(p, charge);   /* dropped bytes no longer hold senders back */
 }
 
+void phx_net_close_peer(phx_net_t *n, int peer, const char *why)
+{
+    peer_t *p = &n->peers[peer];
+    if (p->dead)
+        return;
+    p->dead = 1;
+    uv_timer_stop(&p->retry);
+    uv_timer_stop(&p->lost);
+    drop_stream(p, why);
+}
+
 void phx_net_take_inc(phx_net_t *n, int peer, uint32_t inc)
 {
     peer_t *p = &n->peers[peer];
@@ -1437,13 +1444,7 @@ void phx_net_take_inc(phx_net_t *n, int peer, uint32_t inc)
         return;
     /* Nothing of the old process's stream survives; what is sent from now
      * on waits for the new one's connection (then resent as a restore). */
-    uint64_t charge = p->ocharge + phx_link_reset(p->link);
-    buf_drop(&p->obuf);
-    p->cbuf.len = 0;
-    p->ocharge = 0;
-    if (p->conn)
-        conn_close(p->conn, "an older incarnation than the member");
-    drain(p, charge);
+    drop_stream(p, "an older incarnation than the member");
     p->inc = inc;
 }
 
