@@ -137,6 +137,16 @@ for r in range(n):
 PY
 }
 ref=$ref_c
+# two_partial MODE WHAT: the job that lost ranks 1 and 5 ended right, one
+# partial round restored both from their buddies, nobody rolled back.
+two_partial() {
+    check "$1 $2: exit 0 (got $RC), checksum $(sum_of) equals the reference" eval \
+        '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
+    check "$1 two kills: one partial round restored both, no rollback anywhere" eval \
+        'logged "\"ev\":\"mlog_partial_multi\"" && logged "\"source\":\"buddy\",\"of\":1," &&
+         logged "\"source\":\"buddy\",\"of\":5," && ! logged "\"ev\":\"rollback\"" && ! logged "\"ev\":\"mlog_fallback\""'
+    check "$1 two kills: no block ever went back on any node" monotone
+}
 
 # ---- parallel recovery: only the dead node's tasks restart -------------------
 kill_job kill mlog-causal 3
@@ -233,13 +243,8 @@ check "mlog-pessimistic one kill: no block ever went back on any node" monotone
 # 5's: ft/mlog/multi.h): both restored from their buddies in one partial
 # round, by the dets the survivors hold; nobody rolls back.
 kill_job ptwo mlog-pessimistic 1 5
-check "mlog-pessimistic two kills at once (1, 5): exit 0 (got $RC), checksum $(sum_of) equals the reference" eval \
-    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
-check "mlog-pessimistic two kills: one partial round restored both, no rollback anywhere" eval \
-    'logged "\"ev\":\"mlog_partial_multi\"" && logged "\"source\":\"buddy\",\"of\":1," &&
-     logged "\"source\":\"buddy\",\"of\":5," && ! logged "\"ev\":\"rollback\"" && ! logged "\"ev\":\"mlog_fallback\""'
+two_partial mlog-pessimistic "two kills at once (1, 5)"
 check "mlog-pessimistic two kills: replays followed installed determinants" every_ge1 mlog_replay dets_installed
-check "mlog-pessimistic two kills: no block ever went back on any node" monotone
 # The order-sensitive app (a replay in another order makes it exit 3; with
 # PHX_MLOG_TEST_NO_DETS=1 this case exits 3 or 1).
 DIR=$TMP/order-ptwo; mkdir -p "$DIR"
@@ -384,13 +389,8 @@ check "mlog-fast one kill: no block ever went back on any node" monotone
 # Two at once (not buddies): one partial round restores both from their
 # buddies; what 1 had logged for 5 (and back) their replays send again.
 kill_job ftwo mlog-fast 1 5
-check "mlog-fast two kills at once (1, 5; not buddies): exit 0 (got $RC), checksum $(sum_of) equals the reference" eval \
-    '[ "$RC" = 0 ] && [ "$(sum_of)" = "$ref" ]'
-check "mlog-fast two kills: one partial round restored both, no rollback anywhere" eval \
-    'logged "\"ev\":\"mlog_partial_multi\"" && logged "\"source\":\"buddy\",\"of\":1," &&
-     logged "\"source\":\"buddy\",\"of\":5," && ! logged "\"ev\":\"rollback\"" && ! logged "\"ev\":\"mlog_fallback\""'
+two_partial mlog-fast "two kills at once (1, 5; not buddies)"
 check "mlog-fast two kills: survivors handed back logged messages" every_ge1 mlog_handback msgs
-check "mlog-fast two kills: no block ever went back on any node" monotone
 # The rule would recover a node + buddy under mlog-fast, but the copy is gone.
 kill_job fpair mlog-fast 3 4
 check "mlog-fast node + buddy (3, 4): exit 78 naming both, no checksum (got $RC)" eval \
