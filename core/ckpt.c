@@ -824,6 +824,15 @@ static uint32_t blob_origin(phx_node_t *n)
     return (uint32_t)(uint16_t)(atomic_load(&n->creator) - n->rank) << 16 | (uint16_t)n->rank;
 }
 
+/* A blob's head: magic, origin, spawn counter; then tasks, queued
+ * messages and finished ids, each section led by its count. */
+static void enc_head(phx_wenc_t *e, phx_node_t *n)
+{
+    phx_wenc_u32(e, BLOB_MAGIC);
+    phx_wenc_u32(e, blob_origin(n));
+    phx_wenc_u32(e, atomic_load(&n->next_seq));
+}
+
 /* The creator a blob's ids carry. */
 static uint16_t blob_creator(const void *blob, size_t len)
 {
@@ -838,9 +847,7 @@ static uint16_t blob_creator(const void *blob, size_t len)
 static int encode_node(cr_t *c, phx_wenc_t *e)
 {
     phx_node_t *n = c->n;
-    phx_wenc_u32(e, BLOB_MAGIC);
-    phx_wenc_u32(e, blob_origin(n));
-    phx_wenc_u32(e, atomic_load(&n->next_seq));
+    enc_head(e, n);
     uint32_t nt = 0, done = 0;
     for (int i = 0; i < n->nworkers; i++) {
         const phx_map_t *m = &n->workers[i].tasks;
@@ -1734,9 +1741,7 @@ static void *empty_blob(cr_t *c, uint64_t e, size_t *len)
     atomic_store(&n->next_seq, 0);
     phx_wenc_t en;
     phx_wenc_init(&en, blob, 24);
-    phx_wenc_u32(&en, BLOB_MAGIC);
-    phx_wenc_u32(&en, blob_origin(n));
-    phx_wenc_u32(&en, 0);   /* spawn counter */
+    enc_head(&en, n);
     phx_wenc_u32(&en, 0);   /* tasks */
     phx_wenc_u32(&en, 0);   /* queued */
     phx_wenc_u32(&en, 0);   /* finished */
