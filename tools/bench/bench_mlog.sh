@@ -36,15 +36,23 @@
 #     = (jacobi's ms with the kill) - (without), split into the window
 #     around the kill (iterations K-50 to K+W) and the rest, the CPU lost
 #     (user + sys of all nodes), and how many ranks hosted rank 3's tasks.
+#  4. Going home after a respawn (restart-on=respawn): jacobi MARGS on 8
+#     nodes x 2 workers, mlog-causal, recovery-helpers=2, a checkpoint a
+#     second; rank 3 is SIGKILLed at the gate (-H, -g), phx run respawns it,
+#     and the gate opens once its tasks are home. Per run, the commit of the
+#     checkpoint that moved them against the median commit of the run's
+#     other checkpoints (the same-run baseline), its ratio, and the tasks
+#     moved; medians over runs.
 # Usage: tools/bench/bench_mlog.sh BUILD_DIR [REPS]
-#   PARTS=1,2,3 (default all); OPS=200000 operations per producer; TS="1 2 4 8";
+#   PARTS=1,2,3,4 (default all); OPS=200000 operations per producer; TS="1 2 4 8";
 #   JARGS="-N 2048 -i 2500 -c 250" jacobi's arguments for part 2, MODES2 its modes (none-T: none running jacobi -T, mlog-fast's baseline); part 3:
 #   RARGS="-N 2048 -i 950 -c 400 -V 8", K=790 (just before a multiple of -c),
 #   W=150 (K+W <= -i),
 #   HS="1 2 4" (the P values), PLOTS=DIR: keep the first round's killed runs'
-#   event logs there and draw their progress diagrams (tools/timeline).
+#   event logs there and draw their progress diagrams (tools/timeline);
+#   part 4: MARGS="-N 2048 -i 1500 -c 300 -V 8", MK=450 (the gate's iteration).
 set -eu
-PARTS=${PARTS:-1,2,3}
+PARTS=${PARTS:-1,2,3,4}
 part() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
 B=${1:-build}/bin
 REPS=${2:-5}
@@ -298,4 +306,50 @@ for d in ${PLOTS:+"$PLOTS"/*-P*/}; do
         -o "$PLOTS/progress-$m" --series jacobi_blk:iter:blk \
         --title "jacobi $RARGS, 8 nodes, rank 3 killed after iteration $K: $m" | sed "s/^/$m: /"
 done
+fi
+if part 4; then
+MARGS=${MARGS:-"-N 2048 -i 1500 -c 300 -V 8"}
+MK=${MK:-450}
+echo
+echo "4. going home after a respawn: jacobi $MARGS on 8 nodes x 2 workers, mlog-causal, recovery-helpers=2, restart-on=respawn, ckpt-interval=1; rank 3 killed at iteration $MK"
+echo
+: >"$T/home"
+for round in $(seq "$REPS"); do
+    rm -f "$T"/ev.* "$T/pids" "$T/gate"
+    PHX_WORKERS=2 "$B/phx" run -n 8 --pidfile "$T/pids" "$B/jacobi" --phx-ft=1 --phx-td=none \
+        --phx-recovery=mlog-causal --phx-recovery-helpers=2 --phx-restart-on=respawn --phx-ckpt-interval=1 \
+        --phx-eventlog="$T/ev.%r.jsonl" $MARGS -H "$MK" -g "$T/gate" >"$T/out" 2>"$T/err" &
+    j=$!
+    for _ in $(seq 6000); do
+        grep -qs '"ev":"jacobi_hold"' "$T/ev.0.jsonl" && break
+        kill -0 "$j" 2>/dev/null || break
+        sleep 0.02
+    done
+    kill -9 "$(awk '$1 == 3 { print $2 }' "$T/pids")" 2>/dev/null
+    for _ in $(seq 6000); do grep -qs '"ev":"home"' "$T/ev.0.jsonl" && break; kill -0 "$j" 2>/dev/null || break; sleep 0.05; done
+    : >"$T/gate.tmp" && mv -f "$T/gate.tmp" "$T/gate"
+    rc=0
+    wait "$j" || rc=$?
+    python3 - "$T" "$rc" >>"$T/home" <<'PY'
+import glob, json, statistics, sys
+d, rc = sys.argv[1], sys.argv[2]
+ev = [json.loads(l) for l in open(d + "/ev.0.jsonl")]
+home = [e["epoch"] for e in ev if e["ev"] == "home"]
+com = {e["epoch"]: e["ms"] for e in ev if e["ev"] == "ckpt_commit"}
+others = [ms for ep, ms in com.items() if ep > 1 and ep not in home]
+moved = sum(json.loads(l)["tasks"] for f in glob.glob(d + "/ev.*.jsonl") for l in open(f) if '"ev":"migrate_in"' in l)
+if rc == "0" and home and home[0] in com and others:
+    print(com[home[0]], statistics.median(others), com[home[0]] / statistics.median(others), moved)
+else:
+    print("# run left out: exit", rc, "home epochs", home, file=sys.stderr)
+PY
+done
+[ -s "$T/home" ] && python3 -c '
+import statistics, sys
+rows = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
+m = lambda i: statistics.median(r[i] for r in rows)
+print("| runs | moving checkpoint commit, ms | other commits of the run, ms (median) | ratio (median of runs) | tasks moved |")
+print("|---|---|---|---|---|")
+print("| %d | %.1f | %.1f | %.2fx | %d |" % (len(rows), m(0), m(1), m(2), m(3)))' <"$T/home"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
