@@ -28,9 +28,9 @@
 #include "core/node.h"
 #include "ft/era/era.h"
 #include "ft/era/group.h"
-#include "phx_err.h"
-#include "phx_log.h"
-#include "phx_wire.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
+#include "base/phx_wire.h"
 
 #define SUB "agree"
 #define WORLD_GID 1u

@@ -41,8 +41,8 @@
 #include "ft/ckpt/member.h"
 #include "ft/ckpt/quiet.h"
 #include "ft/hb/ring.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 extern phx_type_t phx_types[PHX_MAX_TYPES];
 extern int phx_ntypes;

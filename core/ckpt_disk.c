@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/common/phx_wire.h"
+#include "base/phx_wire.h"
 #include "core/phalanx.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 extern phx_type_t phx_types[PHX_MAX_TYPES];
 extern int phx_ntypes;

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 #include "core/phalanx.h"
 #include "tools/phx/phx_hostfile.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "phx_err.h"
+#include "base/phx_err.h"
 
 static FILE *fp;
 static int ev_rank;

@@ -9,8 +9,8 @@
 #include "core/failures.h"
 #include "core/recovery.h"
 #include "core/term.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 static struct { phx_failure_fn fn; void *arg; } phx_fail_cbs[8];
 static int phx_nfail_cbs;

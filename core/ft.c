@@ -26,9 +26,9 @@
 #include "ft/fence/fence.h"
 #include "ft/hb/hb.h"
 #include "ft/hb/ring.h"
-#include "phx_err.h"
-#include "phx_log.h"
-#include "phx_wire.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
+#include "base/phx_wire.h"
 
 struct phx_ft {
     phx_node_t *n;

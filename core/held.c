@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-#include "phx_err.h"
+#include "base/phx_err.h"
 
 static inline uint32_t slot_of(uint64_t src, uint64_t ssn, uint32_t cap)
 {

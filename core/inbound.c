@@ -5,7 +5,7 @@
 #include "core/inbound.h"
 #include "core/recovery.h"
 #include "core/term.h"
-#include "phx_log.h"
+#include "base/phx_log.h"
 
 extern int phx_ntypes;
 

@@ -10,8 +10,8 @@
 #include "core/node.h"
 #include "core/eventlog.h"
 #include "core/lifeline.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 static void *watchdog(void *arg)
 {

@@ -15,8 +15,8 @@
 #include "core/ft.h"
 #include "core/node.h"
 #include "ft/hb/hb.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 #define SUB "metrics"
 #define PUBLISH_MS 250

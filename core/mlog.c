@@ -47,8 +47,8 @@
 #include "ft/mlog/multi.h"
 #include "ft/mlog/scml.h"
 #include "ft/mlog/team.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 /* ML_ACKDETS: u16 ack length, the ack, then a det trailer (causal: the
  * batched ack and the dets for one app frame in one control frame). */

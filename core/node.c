@@ -22,8 +22,8 @@
 #include "core/shutdown.h"
 #include "core/term.h"
 #include "net/auth.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 phx_type_t phx_types[PHX_MAX_TYPES];
 int phx_ntypes;

@@ -3,8 +3,8 @@
 #include "core/outbox.h"
 #include "core/recovery.h"
 #include "core/term.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 static void msg_release(void *m) { phx_msg_free(m); }
 

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "core/node.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 static void call_checkpoint(phx_node_t *n, phx_msg_t *m);
 

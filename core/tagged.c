@@ -7,8 +7,8 @@
 
 #include "core/phalanx.h"
 #include "ft/mlog/dupf.h"
-#include "phx_err.h"
-#include "phx_wire.h"
+#include "base/phx_err.h"
+#include "base/phx_wire.h"
 
 #define TAG_MAGIC 0x47545850u   /* "PXTG": a tagged message, not a plain one */
 #define PRE 12                  /* magic, tag */

@@ -7,8 +7,8 @@
 #include "core/eventlog.h"
 #include "core/outbox.h"
 #include "core/term.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 typedef struct td_self {
     struct td_self *next;

@@ -9,8 +9,8 @@
 
 #include "core/node.h"
 #include "core/recovery.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 extern phx_type_t phx_types[PHX_MAX_TYPES];
 extern int phx_ntypes;

@@ -1,8 +1,8 @@
 #include "auth.h"
 
 #include "frame.h"   /* phx_put/get_le* */
-#include "core/common/phx_err.h"
-#include "core/common/phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 #include <fcntl.h>
 #include <openssl/crypto.h>

@@ -1,7 +1,7 @@
 #include "frame.h"
 
 #include "crc32c.h"
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 #include <stdarg.h>
 #include <stdio.h>

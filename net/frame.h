@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/common/phx_wire.h"
+#include "base/phx_wire.h"
 
 #define PHX_FRAME_HDR      64
 #define PHX_FRAME_MAGIC    0x584C4850u   /* bytes 'P','H','L','X' */

@@ -12,8 +12,8 @@
 #include "net/crc32c.h"
 #include "net/link.h"
 #include "ft/ckpt/member.h"
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 #define RBUF_MIN (256u << 10)
 #define BACKOFF_MIN_MS 10

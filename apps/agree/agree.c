@@ -30,7 +30,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "core/phalanx.h"
 
 #define MAX_DIE 16

@@ -28,7 +28,7 @@
 
 #include "core/eventlog.h"
 #include "core/phalanx.h"
-#include "phx_err.h"
+#include "base/phx_err.h"
 
 enum { T_START, T_GHOST, T_RES, T_FINAL, T_POLL };
 enum { S_N, S_S, S_W, S_E };   /* sides of a block */

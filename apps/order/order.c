@@ -44,7 +44,7 @@
 
 #include "core/eventlog.h"
 #include "core/phalanx.h"
-#include "phx_err.h"
+#include "base/phx_err.h"
 
 #define MAXP 64
 enum { T_START, T_TOK, T_DONE, T_TICK, T_ASK, T_REPORT, T_POLL, T_KID };

@@ -28,7 +28,7 @@
 
 #include "apps/tdk/tdk.h"
 #include "core/eventlog.h"
-#include "phx_err.h"
+#include "base/phx_err.h"
 
 enum { T_POLL = 1, T_HELD = 2 };
 

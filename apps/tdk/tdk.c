@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "phx_err.h"
+#include "base/phx_err.h"
 
 tdk_opts_t tdk_opt = { .map = TDK_MAP_SPAWN, .seed = 1 };
 tdk_counters_t tdk_cnt;

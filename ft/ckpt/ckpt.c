@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 int phx_ck_buddy(int n, const int *ring, const uint8_t *dead, int r)
 {

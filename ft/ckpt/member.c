@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "ft/ckpt/ckpt.h"
-#include "phx_err.h"
+#include "base/phx_err.h"
 
 int phx_ck_relocate_spare(int n, int nloc, const int *loc_e, const int *buddy_e, const uint8_t *dead,
                           int first_spare, int slices, int *loc, int *lost, int *lost_buddy, int *nspared)

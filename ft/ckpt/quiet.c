@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "phx_err.h"
+#include "base/phx_err.h"
 
 int phx_ck_quiet_init(phx_ck_quiet_t *q, int size, uint64_t min_gap_ms, uint64_t max_gap_ms)
 {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/ckpt/member.h"
 
 #define N 8   /* ranks 6 and 7 are spares */

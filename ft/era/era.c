@@ -11,9 +11,9 @@
  *  - the root decides only with a report from every child of its view. */
 #include "ft/era/era_int.h"
 
-#include "core/common/phx_err.h"
-#include "core/common/phx_log.h"
-#include "core/common/phx_wire.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
+#include "base/phx_wire.h"
 
 #include <stdlib.h>
 #include <string.h>

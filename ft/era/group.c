@@ -1,8 +1,8 @@
 /* Groups, failure_ack, revoke and shrink on top of the ERA engine. */
 #include "ft/era/era_int.h"
 
-#include "core/common/phx_err.h"
-#include "core/common/phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 #include <stdlib.h>
 #include <string.h>

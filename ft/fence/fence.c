@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 enum { S_DEAD = 1, S_DOWN = 2, S_ENDED = 4 };
 

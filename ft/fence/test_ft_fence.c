@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/fence/fence.h"
 
 #define D 1000000000ull   /* delta: 1 s in ns */

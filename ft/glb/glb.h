@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/common/phx_wire.h"
+#include "base/phx_wire.h"
 
 #define PHX_GLB_MAXP 64     /* ranks (the adopted-set masks are 64 bits) */
 

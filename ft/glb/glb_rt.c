@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "core/phalanx.h"
 #include "ft/glb/glb_sm.h"
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 enum {
     M_STEAL = 1, M_NOWORK, M_GIVE, M_TEND, M_BACKUP, M_BACKUP_ACK, M_GOTQ, M_GOTA, M_WAVE, M_WAVE_R,

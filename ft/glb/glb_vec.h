@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/common/phx_wire.h"
+#include "base/phx_wire.h"
 
 typedef struct phx_glb_vec {
     uint8_t *v;

@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 struct phx_ft_bcast {
     int nranks, origin;

@@ -1,4 +1,4 @@
-/* Wire format (little endian through core/common/phx_wire.h, lengths exact,
+/* Wire format (little endian through base/phx_wire.h, lengths exact,
  * see README.md):
  *   header  u8 version=1, u8 type, u16 view, u32 sender, u32 incarnation, u32 nranks
  *   HEARTBEAT                header, u32 ndead, u64 digest of D
@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common/phx_err.h"
-#include "core/common/phx_log.h"
-#include "core/common/phx_wire.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
+#include "base/phx_wire.h"
 #include "ft/hb/bcast.h"
 #include "ft/hb/ring.h"
 

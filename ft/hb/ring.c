@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 struct host_slot {
     uint32_t id;

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 #define LINE 64
 

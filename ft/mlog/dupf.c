@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "phx_err.h"
-#include "phx_wire.h"
+#include "base/phx_err.h"
+#include "base/phx_wire.h"
 
 /* w[0..nw) maps tags base.. (bit i of word j: tag base + 64 j + i). */
 typedef struct stream {

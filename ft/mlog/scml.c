@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common/phx_err.h"
-#include "core/common/phx_wire.h"
+#include "base/phx_err.h"
+#include "base/phx_wire.h"
 
 #define MAXQ 256
 #define DET_MAX 40              /* a det's worst-case encoding: 4 varints of 10 bytes */

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 struct phx_team_pair {
     uint64_t src, dst, ssn;

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/mlog/detq.h"
 
 static phx_det_t det(uint64_t k)

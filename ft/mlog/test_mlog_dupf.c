@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "ft/mlog/dupf.h"
-#include "phx_err.h"
+#include "base/phx_err.h"
 
 #include "ft/mlog/test_check.h"
 

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/mlog/scml.h"
 
 #define MAXN 8

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ft/mlog/team.h"
-#include "phx_err.h"
+#include "base/phx_err.h"
 
 #include "ft/mlog/test_check.h"
 

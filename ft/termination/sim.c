@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 #define SIM_MAX_TASKS (1 << 23)   /* guard against a runaway refinement */
 

@@ -2,7 +2,7 @@
  * Zero piggyback, never delays a send, at most one wave in flight. */
 #include <stdlib.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/termination/td.h"
 #include "ft/termination/td_ff_util.h"
 

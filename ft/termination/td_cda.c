@@ -11,7 +11,7 @@
  * and takes all credit, so a token moving around costs no FLUSH at all. */
 #include <stdlib.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/termination/td.h"
 #include "ft/termination/td_credit.h"
 #include "ft/termination/td_ff_util.h"

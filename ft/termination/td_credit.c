@@ -1,5 +1,5 @@
 /* Process-wide tunables of the credit detectors (see td_credit.h). */
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/termination/td_credit.h"
 
 static phx_td_credit_cfg_t g_cfg = {

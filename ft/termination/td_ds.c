@@ -30,9 +30,9 @@
 #include <sys/mman.h>
 #include <string.h>
 
-#include "core/common/phx_err.h"
-#include "core/common/phx_log.h"
-#include "core/common/phx_wire.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
+#include "base/phx_wire.h"
 #include "ft/termination/td_util.h"
 
 enum {

@@ -4,7 +4,7 @@
  * global termination. Zero piggyback; one ACK per primary message. */
 #include <stdlib.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/termination/td.h"
 #include "ft/termination/td_ff_util.h"
 

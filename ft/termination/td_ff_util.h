@@ -3,7 +3,7 @@
 #ifndef PHX_FT_TD_FF_UTIL_H
 #define PHX_FT_TD_FF_UTIL_H
 
-#include "core/common/phx_wire.h"
+#include "base/phx_wire.h"
 
 static inline int tdff_parent(int r) { return r ? (r - 1) / 2 : -1; }
 static inline int tdff_nchildren(int r, int p)

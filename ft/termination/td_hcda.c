@@ -6,7 +6,7 @@
  * split, prefetch). */
 #include <stdlib.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/termination/td.h"
 #include "ft/termination/td_credit.h"
 #include "ft/termination/td_ff_util.h"

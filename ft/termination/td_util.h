@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 /* Grows the array *p of *cap elements of elem bytes to hold need, doubling
  * (amortised: no allocation per message). 0, or PHX_ENOMEM with *p intact. */

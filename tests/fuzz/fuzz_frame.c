@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common/phx_err.h"
-#include "core/common/phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 #include "net/auth.h"
 #include "net/crc32c.h"
 #include "net/frame.h"

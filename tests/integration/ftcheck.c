@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "core/phalanx.h"
 
 static int node_type;

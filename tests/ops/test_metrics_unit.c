@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "core/metrics.h"
 
 static char buf[16384];

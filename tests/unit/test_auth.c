@@ -12,7 +12,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "net/auth.h"
 #include "net/frame.h"
 

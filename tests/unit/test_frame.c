@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <pthread.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "net/crc32c.h"
 #include "net/frame.h"
 

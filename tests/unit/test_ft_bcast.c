@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/hb/bcast.h"
 
 #define MAXN 256

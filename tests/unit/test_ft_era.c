@@ -14,8 +14,8 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "core/common/phx_err.h"
-#include "core/common/phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 #include "ft/era/era.h"
 #include "ft/era/group.h"
 

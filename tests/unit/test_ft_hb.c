@@ -11,8 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/common/phx_err.h"
-#include "core/common/phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 #include "ft/hb/bcast.h"
 #include "ft/hb/hb.h"
 #include "ft/hb/ring.h"

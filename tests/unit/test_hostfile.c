@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "tools/phx/phx_hostfile.h"
 
 static char err[512];

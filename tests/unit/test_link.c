@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "net/frame.h"
 #include "net/link.h"
 

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/termination/td_ds.h"
 #include "tests/unit/td_harness.h"
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "ft/termination/sim.h"
 #include "ft/termination/td.h"
 

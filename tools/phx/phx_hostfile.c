@@ -1,7 +1,7 @@
 #define _GNU_SOURCE   /* strndup, getline */
 #include "phx_hostfile.h"
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -4,7 +4,7 @@
 #include "phx_hostfile.h"
 #include "phx_run.h"
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 #include "phx_hostfile.h"
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
 #include "phx_run.h"
 #include "phx_status.h"
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
  * the way MPI libraries find theirs without mpirun. */
 #include "phx_hostfile.h"
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common/phx_err.h"
-#include "core/common/phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 #include "ft/ckpt/ckpt.h"
 #include "ft/era/era.h"
 #include "ft/era/group.h"

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 #include "core/phalanx.h"
 
 static int K, node_type, main_type;

@@ -1,5 +1,5 @@
-#include "phx_err.h"
-#include "phx_log.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/common/phx_err.h"
+#include "base/phx_err.h"
 
 /* Raw little-endian stores and loads; unaligned-safe. */
 /* memcpy + byte swap on big-endian hosts: one load or store each (byte-wise
