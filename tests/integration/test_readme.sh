@@ -7,11 +7,12 @@
 #   ```sh            run from a directory laid out like the repository root
 #                    after ./build.sh (build/ and tools/ linked; a fresh
 #                    directory per page, blocks in page order).
-#   ```sh install    needs Phalanx installed: this test installs the build
-#                    into a temporary prefix (cmake --install) and runs the
-#                    block with PREFIX/bin on PATH, PKG_CONFIG_PATH =
-#                    PREFIX/lib/pkgconfig and CMAKE_PREFIX_PATH = PREFIX (what
-#                    README.md tells a user to set), from a directory of its
+#   ```sh install    needs Phalanx installed in $HOME/phalanx, as README.md
+#                    tells a user to do: this test installs the build there
+#                    (cmake --install) with HOME set to a temporary directory,
+#                    and runs the block with that HOME and $HOME/phalanx/bin
+#                    first on PATH (PKG_CONFIG_PATH, CMAKE_PREFIX_PATH and
+#                    LD_LIBRARY_PATH unset), from a directory of its
 #                    own holding the page's file blocks (below). Skipped, and
 #                    said so, when the build installs no phxcc.
 #   ```sh docker, ```sh ssh, ```sh slurm
@@ -41,7 +42,8 @@ LIMIT=$(( 60 + 20 * HB_MS / 1000 ))   # per block; a hung block is cut off (rc 1
 ENVS=" ${PHX_README_ENV:-} "
 # Pages README.md links to that other branches are writing; until they are
 # merged a missing one is reported as todo, not failed.
-PENDING="docs/install.md docs/launcher.md docs/operations.md docs/benchmarks.md docs/architecture.md docs/wire.md"
+PENDING="docs/install.md docs/launcher.md docs/operations.md docs/benchmarks.md docs/architecture.md"
+PENDING="$PENDING docs/wire.md examples/hello/hello.c"
 
 PAGES="README.md"
 for p in "$SRC"/docs/*.md; do [ -e "$p" ] && PAGES="$PAGES docs/${p##*/}"; done
@@ -66,25 +68,21 @@ expect() {
             [ "$(grep -o 'checksum=[0-9a-f]*' "$TMP/out" | sort -u | wc -l)" = 1 ] || return 1
     fi
     # hello, built one way or another and run on 2 nodes: both ranks answered
-    if grep -q "run -n 2 .*hello" "$1"; then
-        grep -q "hello from rank 0 of 2" "$TMP/out" && grep -q "hello from rank 1 of 2" "$TMP/out" || return 1
-    fi
+    grep -q "run -n 2 .*hello" "$1" && { grep -q "hello: 2 of 2 ranks said hello" "$TMP/out" || return 1; }
     return 0
 }
 
 # Installs the build once, at the first install block; 0 when installed.
 INSTALLED=""
-PREFIX=$TMP/prefix
+UHOME=$TMP/home
+PREFIX=$UHOME/phalanx
 install_once() {
     [ -n "$INSTALLED" ] && { [ "$INSTALLED" = yes ]; return; }
     INSTALLED=no
+    mkdir -p "$UHOME" || return 1
     cmake --install "$BUILD" --prefix "$PREFIX" >"$TMP/install.log" 2>&1 ||
-        { fail "cmake --install into a temporary prefix"; sed 's/^/#   /' "$TMP/install.log" | tail -20; return 1; }
+        { fail "cmake --install build --prefix \$HOME/phalanx"; sed 's/^/#   /' "$TMP/install.log" | tail -20; return 1; }
     [ -x "$PREFIX/bin/phxcc" ] || return 1
-    local pc
-    pc=$(find "$PREFIX" -name phalanx.pc | head -1)
-    check "phalanx.pc is in PREFIX/lib/pkgconfig, where README.md says (found: ${pc#$PREFIX/})" \
-        [ "$pc" = "$PREFIX/lib/pkgconfig/phalanx.pc" ]
     INSTALLED=yes
 }
 
@@ -132,8 +130,8 @@ for page in $PAGES; do
         suite) echo "# skip: $page block $n '$first' (the build and the test suite themselves)" ;;
         install)
             if install_once; then
-                run_block "$page" "$n" install "$b" "$OWN" PATH="$PREFIX/bin:$PATH" \
-                    PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" CMAKE_PREFIX_PATH="$PREFIX"
+                run_block "$page" "$n" install "$b" "$OWN" -u PKG_CONFIG_PATH -u CMAKE_PREFIX_PATH \
+                    -u LD_LIBRARY_PATH HOME="$UHOME" PATH="$PREFIX/bin:$PATH"
             else
                 echo "# skip: $page block $n '$first' (needs an installed prefix: this build installs no phxcc)"
             fi ;;
