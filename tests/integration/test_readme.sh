@@ -105,18 +105,19 @@ for page in $PAGES; do
     W=$D/root; OWN=$D/own
     mkdir -p "$W" "$OWN" && ln -s "$BUILD" "$W/build" && ln -s "$SRC/tools" "$W/tools" || exit 1
     # Blocks to $D/block.NN.sh with their tag in $D/block.NN.tag; file blocks to $OWN.
+    # Fences may be indented (inside a list item); the indent is stripped.
     awk -v d="$D" -v own="$OWN" '
         /^<!-- test_readme: file [^ ]+ -->$/ { file = $4; next }
-        /^```/ && !inb {
-            inb = 1; info = substr($0, 4); split(info, w, " ")
+        /^ *```/ && !inb {
+            inb = 1; ind = index($0, "`") - 1; info = substr($0, ind + 4); split(info, w, " ")
             if (file != "") { out = own "/" file; kind = "file" }
             else if (w[1] == "sh") { n++; out = sprintf("%s/block.%02d.sh", d, n); kind = "sh"
-                                     printf "%s", w[2] > sprintf("%s/block.%02d.tag", d, n) }
+                                     tf = sprintf("%s/block.%02d.tag", d, n); printf "%s", w[2] > tf; close(tf) }
             else kind = "other"
             file = ""; next
         }
-        /^```$/ && inb { inb = 0; if (kind != "other") close(out); next }
-        inb && kind != "other" { print > out }
+        /^ *``` *$/ && inb { inb = 0; if (kind != "other") close(out); next }
+        inb && kind != "other" { line = $0; if (substr(line, 1, ind) ~ /^ *$/) line = substr(line, ind + 1); print line > out }
         { file = "" }' "$SRC/$page"
     for b in "$D"/block.*.sh; do
         [ -e "$b" ] || continue
