@@ -14,7 +14,7 @@
 #include "base/phx_err.h"
 #include "base/phx_log.h"
 #include "core/phalanx.h"
-#include "tools/phx/phx_hostfile.h"
+#include "base/place/phx_place.h"
 
 enum opt_kind { OPT_INT, OPT_I64, OPT_BOOL, OPT_STR };
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "base/phx_err.h"
-#include "tools/phx/phx_hostfile.h"
+#include "base/place/phx_place.h"
 
 static char err[512];
 

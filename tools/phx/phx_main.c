@@ -1,7 +1,7 @@
 #define _GNU_SOURCE   /* asprintf, pipe2, sigabbrev_np */
 /* phx: starts a Phalanx job, one node process per slot, the way mpirun
  * starts an MPI job. See README.md for the node environment contract. */
-#include "phx_hostfile.h"
+#include "base/place/phx_place.h"
 #include "phx_run.h"
 
 #include "base/phx_err.h"

@@ -3,7 +3,7 @@
 #ifndef PHX_RUN_H
 #define PHX_RUN_H
 
-#include "phx_hostfile.h"
+#include "base/place/phx_place.h"
 
 #define PHX_RUN_LINE_MAX (64 * 1024)   /* longer lines are split */
 #define PHX_RUN_SECRET_MAX 1024        /* what a node accepts (core/node.c) */

@@ -1,12 +1,13 @@
-/* Host lists and rank tables for the phx launcher.
+/* Placement: host lists and rank tables, shared by the phx launcher and
+ * the node (direct launch under srun). base/ only below it.
  *
  * Kept free of process management so every placement rule can be unit
  * tested: parsing (Open MPI, MPICH and bare hostfiles, Slurm node lists),
  * rank placement, port choice and the PHX_PEERS string. Functions return 0
  * or a negative PHX_E* code; parse errors also fill a caller buffer with a
  * "FILE:LINE: message" diagnostic. */
-#ifndef PHX_HOSTFILE_H
-#define PHX_HOSTFILE_H
+#ifndef PHX_PLACE_H
+#define PHX_PLACE_H
 
 #include <stddef.h>
 

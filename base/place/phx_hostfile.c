@@ -1,5 +1,5 @@
 #define _GNU_SOURCE   /* strndup, getline */
-#include "phx_hostfile.h"
+#include "base/place/phx_place.h"
 
 #include "base/phx_err.h"
 
