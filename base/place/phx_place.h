@@ -50,6 +50,10 @@ int phx_hf_parse_text(const char *name, const char *text, phx_hostlist_t *hl,
                       char *err, size_t errlen);
 int phx_hf_parse_file(const char *path, phx_hostlist_t *hl, char *err, size_t errlen);
 
+/* Parses mpirun's -H/--host list "host[:slots][,host[:slots]...]" (a
+ * host without :slots has 1, repeats add up). */
+int phx_hf_parse_list(const char *list, phx_hostlist_t *hl, char *err, size_t errlen);
+
 /* Expands a Slurm node list ("a,b", "n[01-04,7]", "r[1-2]-n[1-3]") into hl
  * with one slot each. */
 int phx_slurm_expand(const char *list, phx_hostlist_t *hl, char *err, size_t errlen);

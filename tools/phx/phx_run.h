@@ -22,6 +22,9 @@ typedef struct {
                              * stdin (never on a command line); NULL: PHX_SECRET_FILE */
     int respawn;            /* restart-on=respawn: restarts per rank of a node that died
                              * (signal or fenced), same host, incarnation + 1; 0: none */
+    const char **exports;   /* -x names, NULL-terminated (or NULL): set on remote nodes too */
+    int ft;                 /* --phx-ft as the nodes read it: a node killed by a signal may be
+                             * survived; without it the job's code says it (128 + signal) */
 } phx_job_t;
 
 /* Runs the job to completion; returns the launcher's exit status. The
