@@ -177,6 +177,10 @@ run run sh -c 'kill -SEGV $$'
 check "a single node killed by SIGSEGV: 139" '[ $RC = 139 ]'
 run run -n 3 --phx-ft=1 sh -c '[ $PHX_RANK = 1 ] && kill -9 $$; exit 0'
 check "with --phx-ft=1 a killed rank the others survive keeps exit 0" '[ $RC = 0 ]'
+# A phalanx node with ft on tells its launcher so (SIGUSR1): a program can
+# turn ft on itself (GLB's --glb-ft=on), out of the launcher's sight.
+run run -n 3 sh -c 'kill -USR1 $PPID; [ $PHX_RANK = 1 ] && kill -9 $$; exit 0'
+check "a node that says it runs with ft (SIGUSR1) keeps exit 0 after a kill" '[ $RC = 0 ]'
 : >"$T/hf_empty"
 run run -f "$T/hf_empty" true
 check "an empty hostfile is named with its path" '[ $RC = 2 ] && grep -q "^phx: hostfile .$T/hf_empty. lists no hosts (it is empty)" "$T/err"'

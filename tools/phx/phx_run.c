@@ -56,6 +56,8 @@ typedef struct {
     int settle_rank;
     int verdict;            /* the job's code when a verdict (76, 78) ended it */
     double ended_at;        /* first seen a node end the job normally (kill_stopped) */
+    int node_ft;            /* a local node said it runs with fault tolerance (SIGUSR1,
+                             * core/lifeline.c): the program may have turned it on itself */
 } run_t;
 
 static int sig_pipe[2] = { -1, -1 };
@@ -700,7 +702,7 @@ static int job_code(const run_t *R)
     /* A rank killed by a signal is the job's result, as under mpirun,
      * unless fault tolerance was on to survive it (then the survivors'
      * code says whether it did: 0, or a verdict such as 76). */
-    if (sig && (code < 0 || (code == 0 && !R->job->ft))) {
+    if (sig && (code < 0 || (code == 0 && !R->job->ft && !R->node_ft))) {
         summary(R, 128 + sig);
         fprintf(stderr, "phx: exit %d = 128 + SIG%s, the signal that killed rank %d%s\n", 128 + sig,
                 signame(sig), dead, code == 0 ? " (the others exited 0; --phx-ft=1 lets a phalanx job "
@@ -731,6 +733,10 @@ static void handle_signals(run_t *R)
             int sig = b[i];
             if (sig == SIGCHLD)
                 continue;   /* reap() runs every iteration */
+            if (sig == SIGUSR1) {
+                R->node_ft = 1;
+                continue;
+            }
             if (R->why == WHY_NONE) {
                 fprintf(stderr, "phx: caught SIG%s, stopping %d node(s)\n", signame(sig), R->nalive);
                 teardown(R, WHY_SIGNAL, sig);
@@ -902,6 +908,7 @@ int phx_run_job(const phx_job_t *job)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGCHLD, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);   /* a node runs with fault tolerance */
     signal(SIGPIPE, SIG_IGN);   /* a closed stdout must not kill the launcher mid-job */
 
     int status = 0;
@@ -938,6 +945,13 @@ int phx_run_job(const phx_job_t *job)
     } else {
         phx_status_close(g_status);   /* the last line stays above the summary */
         g_status = NULL;
+        /* A node's SIGUSR1 is pending in the pipe if it came just before
+         * the end; a signal for the launcher changes nothing now. */
+        unsigned char b[64];
+        ssize_t r;
+        while ((r = read(sig_pipe[0], b, sizeof b)) > 0)
+            for (ssize_t i = 0; i < r; i++)
+                R->node_ft |= b[i] == SIGUSR1;
         status = job_code(R);
     }
     for (int i = 0; i < R->n; i++) {
