@@ -6,7 +6,7 @@
  * handled by the handler registered for its tag. A task handles one message
  * at a time, so its execution is piecewise deterministic.
  *
- * Example (apps/hello.c):
+ * Example (examples/hello/hello.c is a complete program):
  *
  *     enum { T_HELLO };
  *     static int hello_type;
