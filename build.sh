@@ -9,6 +9,7 @@
 #   ./build.sh install [PREFIX]  build, then install under PREFIX (default /usr/local):
 #                           libphalanx, headers, phx, phxcc, phalanx.pc, the CMake package
 set -eu
+CALLER_PWD=$PWD   # a relative install PREFIX is the caller's
 cd "$(dirname "$0")"
 
 PKGS="build-essential cmake pkg-config libuv1-dev libjemalloc-dev liburcu-dev libssl-dev libisal-dev libcmocka-dev python3 clang libmicrohttpd-dev prometheus python3-matplotlib curl iproute2 openssh-server openssh-client munge slurmctld slurmd slurm-client"
@@ -87,6 +88,7 @@ test)
 install)
     [ $# -le 1 ] || { echo "usage: ./build.sh install [PREFIX]" >&2; exit 2; }
     prefix=${1:-/usr/local}
+    case $prefix in /*) ;; *) prefix=$CALLER_PWD/$prefix ;; esac
     build build
     # A prefix this user cannot write (/usr/local as non-root) goes through sudo.
     p=$prefix
