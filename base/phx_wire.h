@@ -93,6 +93,41 @@ static inline void phx_wenc_bytes(phx_wenc_t *e, const void *src, size_t n)
     if (q && n) memcpy(q, src, n);
 }
 
+/* Back-patches a field reserved earlier (phx_wenc_reserve), for a section
+ * led by a count known only once the section is written. NULL (the
+ * reserve failed): nothing, the sticky error already says so. */
+static inline void phx_wenc_patch_u16(uint8_t *slot, uint16_t v)
+{
+    if (slot) phx_put_le16(slot, v);
+}
+static inline void phx_wenc_patch_u32(uint8_t *slot, uint32_t v)
+{
+    if (slot) phx_put_le32(slot, v);
+}
+
+/* The one varint: LEB128, 7 bits a byte, low group first, high bit set on
+ * every byte but the last; 1 to 10 bytes for a u64. Written straight into
+ * the buffer when 10 bytes are free (the hot path: a det trailer is four
+ * of them per det), else through a scratch copy so a short tail still
+ * takes a short value. */
+#define PHX_WIRE_UV_MAX 10
+static inline void phx_wenc_uv(phx_wenc_t *e, uint64_t v)
+{
+    uint8_t tmp[PHX_WIRE_UV_MAX];
+    int direct = !e->err && e->end - e->p >= PHX_WIRE_UV_MAX;
+    uint8_t *b = direct ? e->p : tmp;
+    size_t k = 0;
+    while (v >= 0x80) {
+        b[k++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b[k++] = (uint8_t)v;
+    if (direct)
+        e->p += k;
+    else
+        phx_wenc_bytes(e, tmp, k);
+}
+
 /* Bytes written so far, or the sticky error (negative). */
 static inline ptrdiff_t phx_wenc_end(const phx_wenc_t *e)
 {
@@ -144,6 +179,22 @@ static inline void phx_wdec_bytes(phx_wdec_t *d, void *dst, size_t n)
 {
     const uint8_t *q = phx_wdec_take(d, n);
     if (q && n) memcpy(dst, q, n);
+}
+
+/* A varint (phx_wenc_uv): truncated, or longer than 10 bytes, is the
+ * sticky error (and 0). */
+static inline uint64_t phx_wdec_uv(phx_wdec_t *d)
+{
+    uint64_t x = 0;
+    for (int k = 0; !d->err && k < PHX_WIRE_UV_MAX && d->p + k < d->end; k++) {
+        x |= (uint64_t)(d->p[k] & 0x7f) << (7 * k);
+        if (!(d->p[k] & 0x80)) {
+            d->p += k + 1;
+            return x;
+        }
+    }
+    d->err = PHX_EPROTO;
+    return 0;
 }
 
 static inline size_t phx_wdec_left(const phx_wdec_t *d) { return d->err ? 0 : (size_t)(d->end - d->p); }
