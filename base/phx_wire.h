@@ -128,6 +128,14 @@ static inline void phx_wenc_uv(phx_wenc_t *e, uint64_t v)
         phx_wenc_bytes(e, tmp, k);
 }
 
+/* n ints as little-endian i32 (v NULL: n times fill). */
+static inline void phx_wenc_i32s(phx_wenc_t *e, const int *v, size_t n, int32_t fill)
+{
+    uint8_t *q = phx_wenc_reserve(e, 4 * n);
+    for (size_t i = 0; q && i < n; i++)
+        phx_put_le32(q + 4 * i, (uint32_t)(v ? v[i] : fill));
+}
+
 /* Bytes written so far, or the sticky error (negative). */
 static inline ptrdiff_t phx_wenc_end(const phx_wenc_t *e)
 {
@@ -196,6 +204,27 @@ static inline uint64_t phx_wdec_uv(phx_wdec_t *d)
     d->err = PHX_EPROTO;
     return 0;
 }
+
+/* An array of n little-endian 32-bit values a decoder leaves in place
+ * (phx_wdec_a32); read entry i with phx_wire_a32_u32/_i32 (i < n). */
+typedef struct phx_wire_a32 {
+    const uint8_t *p;
+    size_t n;
+} phx_wire_a32_t;
+
+static inline phx_wire_a32_t phx_wdec_a32(phx_wdec_t *d, size_t n)
+{
+    phx_wire_a32_t a = { NULL, 0 };
+    if (d->err || (size_t)(d->end - d->p) / 4 < n) {
+        d->err = PHX_EPROTO;
+        return a;
+    }
+    a.p = phx_wdec_take(d, 4 * n);
+    a.n = n;
+    return a;
+}
+static inline uint32_t phx_wire_a32_u32(phx_wire_a32_t a, size_t i) { return phx_get_le32(a.p + 4 * i); }
+static inline int32_t phx_wire_a32_i32(phx_wire_a32_t a, size_t i) { return (int32_t)phx_get_le32(a.p + 4 * i); }
 
 static inline size_t phx_wdec_left(const phx_wdec_t *d) { return d->err ? 0 : (size_t)(d->end - d->p); }
 
