@@ -59,6 +59,11 @@ static inline phx_frame_hdr_t phx_frame_hdr(unsigned type, uint32_t tag, uint64_
     return h;
 }
 
+/* Fields of a header already encoded (64 bytes at hdr), read in place:
+ * the link walks the sealed frames it keeps by them. */
+uint32_t phx_frame_peek_len(const uint8_t *hdr);
+uint64_t phx_frame_peek_lseq(const uint8_t *hdr);
+
 /* 1 if t is one of enum phx_frame_type, else 0. */
 int phx_frame_type_valid(unsigned t);
 /* Static name ("APP", ...) or "UNKNOWN"; never NULL. */

@@ -438,8 +438,11 @@ long phx_ml_pb_store(phx_ml_t *ml, int from, const void *pb, size_t len, void *a
     uint32_t inc = phx_wdec_u32(&d);
     uint16_t ranges = phx_wdec_u16(&d);
     uint64_t epoch = phx_wdec_uv(&d);
-    if (d.err)
-        return d.err;
+    /* One range per queue at most: more could not be acked in
+     * PHX_ML_ACK_MAX bytes (the fuzzer found a trailer of 2,000 ranges
+     * stored, then refused for want of ack space). */
+    if (d.err || ranges > MAXQ)
+        return PHX_EPROTO;
     origin_t *o = &ml->org[from];
     if (!o->known || o->inc != inc) {
         /* A restarted origin numbers its queues from 0 again. */
