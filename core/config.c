@@ -61,6 +61,9 @@ static const opt_t opts[] = {
     O("recovery-helpers", OPT_INT, recovery_helpers, "0",
       "survivors that take a lost node's tasks: its buddy and the next P-1 live ranks (0: every live rank)",
       "a whole number of nodes >= 0 (0: every live rank), e.g. 2"),
+    O("keep-going", OPT_BOOL, keep_going, "0",
+      "after a failure that no recovery mode covers and no phx_on_failure handles, let the survivors finish "
+      "their work (0: end the job at once; either way it exits 76, work lost)", NULL),
 };
 #undef O
 #define NOPTS (sizeof opts / sizeof opts[0])
