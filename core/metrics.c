@@ -426,14 +426,15 @@ static void status_line(phx_node_t *n)
         return;
     char line[sizeof M.last];
     int len = snprintf(line, sizeof line, "phx-status 1 rank=%d done=%llu total=%llu dead=%llu epoch=%llu "
-                       "rec=%llu fenced=%llu inc=%u pid=%d\n", n->rank,
+                       "rec=%llu fenced=%llu inc=%u pid=%d ckpts=%llu\n", n->rank,
                        (unsigned long long)phx_metrics_get(PHX_M_PROGRESS_DONE),
                        (unsigned long long)phx_metrics_get(PHX_M_PROGRESS_TOTAL),
                        (unsigned long long)phx_metrics_get(PHX_M_NODES_DEAD),
                        (unsigned long long)phx_metrics_get(PHX_M_EPOCH),
                        (unsigned long long)(phx_metrics_get(PHX_M_RECOVERIES) +
                                             phx_metrics_get(PHX_M_RECOVERIES_PARTIAL)),
-                       (unsigned long long)phx_metrics_get(PHX_M_FENCED), (unsigned)n->inc, (int)getpid());
+                       (unsigned long long)phx_metrics_get(PHX_M_FENCED), (unsigned)n->inc, (int)getpid(),
+                       (unsigned long long)phx_metrics_get(PHX_M_CKPT_COUNT));
     if (len <= 0 || (size_t)len >= sizeof line || !strcmp(line, M.last))
         return;
     /* Shorter than PIPE_BUF: the write is atomic among the nodes sharing the pipe. */
