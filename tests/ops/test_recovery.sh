@@ -152,6 +152,66 @@ run_case() {
     fi
 }
 
+# restart-on=respawn: phx run restarts rank 2 as incarnation 1. The status
+# line counts it up again (and fits 80 columns), phx status shows the new
+# incarnation and pid, the file_sd list names it with incarnation 1.
+run_respawn() {
+    NAME=respawn; MP=$1
+    DIR=$TMP/$NAME; mkdir -p "$DIR"
+    GATE=$(gate_new "$NAME")
+    PHX_STATUS_INTERVAL=0.3 PHX_METRICS_PORT=$MP timeout -k 5 $JOB_TIMEOUT "$PHX" run -n $N --metrics-sd "$SD" \
+        --pidfile "$DIR/pids" "$BIN/jacobi" --phx-ft=1 --phx-recovery=cr --phx-restart-on=respawn \
+        --phx-eventlog="$DIR/ev.%r.jsonl" $ARGS -H 350 -g "$GATE" >"$DIR/out" 2>"$DIR/err" &
+    JP=$!; JOB=$!; PIDS="$PIDS $JP"
+    wait_event "$DIR/ev.*.jsonl" '"ev":"jacobi_hold"' $D >/dev/null || { fail "$NAME: the hold never logged"; return; }
+    wait_for $(( D / 1000 )) settled 2 || { fail "$NAME: checkpoints never settled"; return; }
+    JP=$(pgrep -P "$JP" -x phx || echo "$JP")
+    VP=$(awk '$1 == 2 { print $2 }' "$DIR/pids")
+    kill -9 "$VP"
+    gone "$VP" $D || fail "$NAME: rank 2 outlived SIGKILL"
+    wait_event "$DIR/err" 'rank 2 respawned as incarnation 1' $D >/dev/null || { fail "$NAME: no respawn"; return; }
+    check "$NAME: phx status --json: rank 2 up again as incarnation 1 with a new pid" \
+        wait_js 'd["ranks"][2]["incarnation"] == 1 and d["ranks"][2]["state"] == "up" and d["ranks"][2]["pid"] != '"$VP"
+    check "$NAME: file_sd list names rank 2 with incarnation 1" eval \
+        'wait_for $(( D / 1000 )) grep -q "\"labels\":{\"rank\":\"2\",\"host\":\"127.0.0.1\",\"incarnation\":\"1\"}" "$SD" && [ "$(grep -c "\"targets\"" "$SD")" = 4 ]'
+    pcheck "$NAME: prometheus scrapes rank 2's new incarnation" \
+        wait_q "count(up{instance=\"127.0.0.1:$((MP + 2))\",incarnation=\"1\"} == 1)" 1
+    # A status line after the respawn (the one before the kill says the same).
+    up_again() { sed -n '/rank 2 respawned as incarnation 1/,$p' "$DIR/err" | grep -Eq '^phx: status: \[[0-9hms]+\] 4 up, 0 dead, 0 fenced'; }
+    check "$NAME: the status line counts the respawned rank as up" wait_for $(( D / 1000 )) up_again
+    gate_open "$GATE"
+    wait $JOB; RC=$?
+    sum=$(sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' "$DIR/out" | tail -1)
+    check "$NAME: exit 0 with the fault-free checksum (rc $RC, $sum)" eval '[ "$RC" = 0 ] && [ "$sum" = "$ref" ]'
+    check "$NAME: every status line fits 80 columns" eval '! grep "^phx: status:" "$DIR/err" | awk "length > 80 { bad = 1 } END { exit !bad }"'
+}
+
 run_case cr cr $((B + 100))
 run_case mlog mlog-causal $((B + 110))
+run_respawn $((B + 120))
+
+# The shipped Prometheus config and Grafana dashboard (tools/ops): the
+# config passes promtool; every dashboard query is one Prometheus accepts,
+# and the recovery panels have data after the two runs above.
+if command -v promtool >/dev/null; then
+    check "tools/ops/prometheus.yml passes promtool check config" \
+        eval 'promtool check config "$SRC/tools/ops/prometheus.yml" >/dev/null 2>&1'
+fi
+if [ $prom_ok = 1 ]; then
+    "$PY" - "$SRC/tools/ops/grafana-phalanx.json" >"$TMP/exprs" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for p in d["panels"]:
+    for t in p["targets"]:
+        print(t["expr"].replace("$job", "phx"))
+PY
+    bad=0; nq=0
+    while IFS= read -r e; do
+        nq=$((nq + 1))
+        q "$e" | grep -q '"status":"success"' || { echo "  refused: $e"; bad=$((bad + 1)); }
+    done <"$TMP/exprs"
+    check "grafana dashboard: Prometheus accepts all $nq queries" eval '[ $bad = 0 ] && [ $nq -gt 20 ]'
+    check "grafana dashboard: the recovery panels have data" eval \
+        'q "sum by (kind) (max_over_time(phx_recoveries_total{job=\"phx\"}[10m]))" | grep -q "\"kind\":\"partial\"" && q "sum by (phase) (max_over_time(phx_recovery_phase_seconds_count{job=\"phx\"}[10m]))" | grep -q "\"phase\":\"replay\""'
+fi
 finish

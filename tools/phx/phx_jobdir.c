@@ -331,45 +331,32 @@ void phx_jobdir_close(void)
 
 static int alive(long pid) { return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM); }
 
-/* The running job started last: the live launcher pid with the newest
- * state file. 0: none. */
-static long latest(const char *base, int *count)
+/* The running job started last: of the directories whose launcher is alive
+ * and whose state file exists, the one made last. 0: none. */
+static long latest(const char *base)
 {
     DIR *d = opendir(base);
     long best = 0;
     double bt = 0;
-    *count = 0;
     if (!d)
         return 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        char *end;
+        char *end, *p = NULL, *q = NULL;
         long pid = strtol(e->d_name, &end, 10);
         if (*end || pid <= 0 || !alive(pid))
             continue;
-        char *p;
-        struct stat st;
-        if (asprintf(&p, "%s/%s/state.json", base, e->d_name) < 0)
-            continue;
-        if (stat(p, &st) == 0) {
-            (*count)++;
-            double t = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9;
-            (void)t;
-            /* started last: the highest ctime of the directory itself */
-            char *q;
-            struct stat ds;
-            if (asprintf(&q, "%s/%s", base, e->d_name) >= 0) {
-                if (stat(q, &ds) == 0) {
-                    double c = (double)ds.st_ctim.tv_sec + (double)ds.st_ctim.tv_nsec / 1e9;
-                    if (!best || c > bt) {
-                        best = pid;
-                        bt = c;
-                    }
-                }
-                free(q);
+        struct stat st, ds;
+        if (asprintf(&p, "%s/%s/state.json", base, e->d_name) >= 0 && stat(p, &st) == 0 &&
+            asprintf(&q, "%s/%s", base, e->d_name) >= 0 && stat(q, &ds) == 0) {
+            double c = (double)ds.st_ctim.tv_sec + (double)ds.st_ctim.tv_nsec / 1e9;
+            if (!best || c > bt) {
+                best = pid;
+                bt = c;
             }
         }
         free(p);
+        free(q);
     }
     closedir(d);
     return best;
@@ -427,8 +414,7 @@ int phx_status_cmd(int argc, char **argv)
         if (asprintf(&jd, "%s/%ld", base, pid) < 0)
             jd = NULL;
     } else {
-        int count;
-        pid = latest(base, &count);
+        pid = latest(base);
         if (!pid) {
             fprintf(stderr, "phx: status: no running job found in %s\n", base);
             free(base);
