@@ -30,9 +30,11 @@ const char *phx_strerror(int code)
 }
 
 static _Atomic int log_rank = -1;
+static _Atomic int log_show_rank = 1;
 static _Atomic int log_level = PHX_LOG_WARN;
 
 void phx_log_set_rank(int rank) { atomic_store(&log_rank, rank); }
+void phx_log_show_rank(int on) { atomic_store(&log_show_rank, on); }
 void phx_log_set_level(enum phx_log_level lvl) { atomic_store(&log_level, (int)lvl); }
 enum phx_log_level phx_log_get_level(void) { return (enum phx_log_level)atomic_load(&log_level); }
 
@@ -43,9 +45,9 @@ static void vlog_line(enum phx_log_level lvl, const char *subsys, const char *ta
 {
     char line[1024];
     int rank = atomic_load(&log_rank);
-    int n = rank >= 0
-        ? snprintf(line, sizeof line, "[rank %d] %s %s: ", rank, lvl_names[lvl], subsys)
-        : snprintf(line, sizeof line, "[rank -] %s %s: ", lvl_names[lvl], subsys);
+    int n = !atomic_load(&log_show_rank) ? snprintf(line, sizeof line, "%s %s: ", lvl_names[lvl], subsys)
+        : rank >= 0 ? snprintf(line, sizeof line, "[rank %d] %s %s: ", rank, lvl_names[lvl], subsys)
+                    : snprintf(line, sizeof line, "[rank -] %s %s: ", lvl_names[lvl], subsys);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof line - 2)

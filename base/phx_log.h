@@ -2,7 +2,9 @@
  * write(2), so lines from several threads never interleave.
  *
  * Format: "[rank R] LEVEL subsys: message". The rank is set once by the
- * node at startup (phx_log_set_rank); before that it prints "-".
+ * node at startup (phx_log_set_rank); before that it prints "-". Under
+ * phx run, which puts "[R] " before every line of a node's output, the
+ * node turns its own rank off (phx_log_show_rank(0)): one rank per line.
  *
  * Rate limit: every PHX_ERROR/PHX_WARN/PHX_INFO call site may print
  * PHX_LOG_BURST lines per PHX_LOG_WINDOW_S seconds; the lines past that are
@@ -35,6 +37,7 @@ typedef struct phx_log_site {
 } phx_log_site_t;
 
 void phx_log_set_rank(int rank);
+void phx_log_show_rank(int on);   /* default on; before threads start */
 /* Level from PHX_LOG=error|warn|info|debug; default warn. Call before threads start. */
 void phx_log_set_level(enum phx_log_level lvl);
 enum phx_log_level phx_log_get_level(void);

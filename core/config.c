@@ -328,6 +328,8 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
         cfg->hb_period_ms = cfg->hb_timeout_ms / 10 > 0 ? cfg->hb_timeout_ms / 10 : 1;
     if (!cfg->td[0])
         strcpy(cfg->td, cfg->ft ? "rellazy" : "4c");
+    /* phx run prefixes each line of a node's output with "[R] ". */
+    phx_log_show_rank(!getenv("PHX_LAUNCHER_PID"));
     if (!strcmp(cfg->log, "error")) phx_log_set_level(PHX_LOG_ERROR);
     else if (!strcmp(cfg->log, "warn")) phx_log_set_level(PHX_LOG_WARN);
     else if (!strcmp(cfg->log, "info")) phx_log_set_level(PHX_LOG_INFO);

@@ -15,6 +15,7 @@
 
 typedef struct {
     double at;
+    int src;            /* the node that printed it */
     int rank;           /* the rank the warning is about */
     char *line;
     size_t len;
@@ -210,17 +211,16 @@ static int is_lost(const phx_jobview_t *V, int r)
     return st == PHX_JD_KILLED || st == PHX_JD_FENCED || st == PHX_JD_LOST;
 }
 
-/* "[rank R] WARN net: ... rank X ...": a link warning about rank X. When X
- * is lost, folded; when not (yet), held HOLD_S: a node usually sees the
- * connection break before the launcher reaps the process. */
-int phx_events_fold(const char *line, size_t len)
+/* "WARN net: ... rank X ..." (a node's line, before phx run's "[R] "): a
+ * link warning about rank X. When X is lost, folded; when not (yet), held
+ * HOLD_S: a node usually sees the connection break before the launcher
+ * reaps the process. */
+int phx_events_fold(int src, const char *line, size_t len)
 {
     phx_jobview_t *V = phx_jobdir_view();
-    if (!V || verbose || len < 20 || memcmp(line, "[rank ", 6))
+    if (!V || verbose || len < 20 || memcmp(line, "WARN net: ", 10))
         return 0;
-    const char *w = memmem(line, len, "] WARN net: ", 12);
-    if (!w)
-        return 0;
+    const char *w = line + 10;
     for (const char *s = w; (s = memmem(s, len - (size_t)(s - line), "rank ", 5)); s += 5) {
         char *end;
         long r = strtol(s + 5, &end, 10);
@@ -234,6 +234,7 @@ int phx_events_fold(const char *line, size_t len)
             memcpy(H[nheld].line, line, len);
             H[nheld].len = len;
             H[nheld].rank = (int)r;
+            H[nheld].src = src;
             H[nheld].at = phx_jobdir_now();
             nheld++;
             return 1;
@@ -255,7 +256,7 @@ static void release_held(int all)
         if (V && is_lost(V, h->rank)) {
             folded_since++;
         } else if (all || now - h->at >= HOLD_S) {
-            fprintf(stderr, "%.*s\n", (int)h->len, h->line);
+            fprintf(stderr, "[%d] %.*s\n", h->src, (int)h->len, h->line);
         } else {
             H[k++] = *h;
             continue;

@@ -9,7 +9,7 @@
  * is the lowest any node saw (the lost rank's closest observer), the others
  * the highest (the round ends when the slowest node resumes).
  *
- * Link warnings a node prints about a rank already lost ("connection to
+ * Link warnings a node prints ("WARN net: ...") about a rank already lost ("connection to
  * rank 2 lost", "handshake with rank 2 failed", ...) belong to that failure:
  * they are folded into its recovery line as a count, or printed as they
  * come with PHX_VERBOSE=1 (phx run --verbose). A link warning about a rank
@@ -28,7 +28,7 @@ void phx_events_open(int verbose);
 void phx_events_rec_line(const char *line);
 /* 1: the node's output line is a link warning about a lost rank, folded
  * (not to be printed). */
-int phx_events_fold(const char *line, size_t len);
+int phx_events_fold(int src, const char *line, size_t len);
 /* 1 when phx_events_tick would print (the caller hides a live status line first). */
 int phx_events_due(void);
 /* Prints the recovery lines and held warnings that are due. Returns ms until the next is. */

@@ -119,10 +119,9 @@ static void write_all(int fd, struct iovec *iov, int cnt)
 static void emit(proc_t *p, int s, const char *line, size_t len)
 {
     char pre[24];
-    /* A node's log lines carry their rank already ("[rank R] ..."). */
-    int pl = len >= 6 && !memcmp(line, "[rank ", 6) ? 0 : snprintf(pre, sizeof pre, "[%d] ", p->rank);
+    int pl = snprintf(pre, sizeof pre, "[%d] ", p->rank);
     struct iovec iov[3] = { { pre, (size_t)pl }, { (void *)line, len }, { "\n", 1 } };
-    if (s && phx_events_fold(line, len))
+    if (s && phx_events_fold(p->rank, line, len))
         return;   /* a link warning about a lost rank: counted into its recovery line */
     phx_status_hide(g_status);
     /* One writev per line: a line is never interleaved with another. */
