@@ -283,8 +283,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 
 /* The recovery under way here: filled by phx_metrics_on_failure (detect)
  * and phx_metrics_recovered, reported on the status pipe by the timer once
- * complete (a replay that follows has ended). Comm thread, except replay_*
- * (any thread, atomics). */
+ * complete (a replay that follows has ended). Comm thread, except the atomics
+ * (replay_wait, go_ns, replay_ns, base_ns), which phx_metrics_replay_done
+ * reads and writes from any thread. */
 static struct {
     uint64_t detect_ns;          /* the round's first failure: last heard to notice */
     int have_detect;
@@ -294,6 +295,7 @@ static struct {
     uint64_t agree_ns, transfer_ns;
     _Atomic int replay_wait;     /* 1: the report waits for the replay's end */
     _Atomic uint64_t go_ns, replay_ns;
+    _Atomic uint64_t base_ns;    /* detect + agree + transfer, for replay_done's total */
 } REC;
 
 void phx_metrics_on_failure(phx_node_t *n, int rank)
@@ -330,6 +332,7 @@ void phx_metrics_recovered(const phx_metrics_rec_t *r)
     REC.agree_ns = r->agree_ns;
     REC.transfer_ns = r->transfer_ns;
     atomic_store(&REC.replay_ns, 0);
+    atomic_store(&REC.base_ns, REC.detect_ns + r->agree_ns + r->transfer_ns);
     atomic_store(&REC.go_ns, phx_now_ns());
     atomic_store(&REC.replay_wait, r->replay);
     REC.pending = 1;
@@ -349,7 +352,7 @@ void phx_metrics_replay_done(void)
     uint64_t ns = now > go ? now - go : 0;
     atomic_store(&REC.replay_ns, ns);
     phx_metrics_observe(PHX_H_REC_REPLAY, ns);
-    phx_metrics_observe(PHX_H_REC_TOTAL, REC.detect_ns + REC.agree_ns + REC.transfer_ns + ns);
+    phx_metrics_observe(PHX_H_REC_TOTAL, atomic_load(&REC.base_ns) + ns);
 }
 
 /* On the status pipe, once the round is complete (phx_status.h):
