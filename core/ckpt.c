@@ -35,6 +35,7 @@
 #include "core/ckpt_disk.h"
 #include "core/ft.h"
 #include "core/eventlog.h"
+#include "core/metrics.h"
 #include "core/node.h"
 #include "core/recovery.h"
 #include "ft/ckpt/ckpt.h"
@@ -109,6 +110,7 @@ typedef struct cr {
     int state_sent, have_decision, restored;
     uint64_t rb_epoch;
     uint64_t t_fail;
+    uint64_t t_decide;          /* the rollback decided (phx_metrics_recovered's phases) */
     phx_ck_filter_t filt;
     phx_ck_store_t store;
     /* Fault injection for tests (PHX_CKPT_DIE=RANK:EPOCH:POINT): this rank
@@ -1440,6 +1442,11 @@ static void on_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
         phx_evlog("home", "\"epoch\":%llu", (unsigned long long)c->ck_epoch);
     }
     double ms = (double)(phx_now_ns() - c->t_begin) / 1e6;
+    phx_metrics_add(PHX_M_CKPT_COUNT, 1);
+    phx_metrics_add(PHX_M_CKPT_BYTES, c->ck_bytes);
+    phx_metrics_set(PHX_M_CKPT_LAST_NS, phx_now_ns() - c->t_begin);
+    phx_metrics_observe(PHX_H_CKPT_COMMIT, phx_now_ns() - c->t_begin);
+    phx_metrics_set(PHX_M_EPOCH, c->ck_epoch);
     phx_evlog("ckpt_commit", "\"epoch\":%llu,\"bytes\":%zu,\"ms\":%.3f,\"copied\":%.3f",
               (unsigned long long)c->ck_epoch, c->ck_bytes, ms, (double)(c->t_acked - c->t_begin) / 1e6);
     PHX_INFO("ckpt", "epoch %llu committed (%zu bytes here, %.1f ms)", (unsigned long long)c->ck_epoch,
@@ -1594,6 +1601,7 @@ static void do_rollback_disk(cr_t *c)
         phx_ck_store_commit(&c->store, m.epoch);
         phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d,\"disk\":1", (unsigned long long)m.epoch, c->ndead);
         phx_evlog("restore", "\"tasks\":%u,\"source\":\"disk\"", nt);
+        phx_metrics_add(PHX_M_TASKS_RESTORED, nt);
     }
     free(live);
     free(loc);
@@ -1665,6 +1673,7 @@ static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc, const int *
         phx_evlog(team ? "team_rollback" : "rollback", "\"epoch\":%llu,\"round\":%d",
                   (unsigned long long)c->rb_epoch, c->ndead);
         phx_evlog("restore", "\"tasks\":%u,\"source\":\"local\"", nt);
+        phx_metrics_add(PHX_M_TASKS_RESTORED, nt);
     }
     for (int x = 0; x < c->size && !rc; x++) {
         if (!c->lost[x] || slot->buddy[x] != c->self)
@@ -1677,6 +1686,7 @@ static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc, const int *
         uint32_t k = 0;
         rc = restore_blob(c, slot->held[x], slot->held_len[x], 0, keep, &k);
         phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d", k, x, c->self);
+        phx_metrics_add(PHX_M_TASKS_RESTORED, k);
     }
     return rc;
 }
@@ -1768,6 +1778,7 @@ static void rejoin_restore(cr_t *c)
     phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
     phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", nt, self, self,
               c->rj_buddy[self]);
+    phx_metrics_add(PHX_M_TASKS_RESTORED, nt);
     c->restored = 1;
     ctl(c, coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
 }
@@ -1838,6 +1849,7 @@ static void do_rollback(cr_t *c)
         c->xfer_done[x] = 1;
         phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", k, x,
                   c->self, slot->buddy[x]);
+        phx_metrics_add(PHX_M_TASKS_RESTORED, k);
     }
     if (keep != loc)
         free(keep);
@@ -2221,6 +2233,7 @@ static void on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
     if (c->die_point == DIE_ROLLBACK)
         raise(SIGKILL);   /* test: a failure during a recovery */
     c->have_decision = 1;
+    c->t_decide = phx_now_ns();
     c->restored = c->restored_own = 0;
     memset(c->xfer_done, 0, (size_t)c->size);
     progress(c);
@@ -2245,6 +2258,10 @@ static void on_go(cr_t *c, uint64_t round)
               (unsigned long long)c->rb_epoch, c->ndead, ms, (unsigned long long)c->filt.dropped,
               (unsigned long long)phx_net_stale_frames(c->n->net));
     PHX_INFO("ckpt", "recovered from epoch %llu in %.1f ms", (unsigned long long)c->rb_epoch, ms);
+    uint64_t now = phx_now_ns(), dec = c->t_decide > c->t_fail ? c->t_decide : c->t_fail;
+    phx_metrics_recovered(&(phx_metrics_rec_t){ .epoch = c->rb_epoch, .round = c->ndead, .partial = c->rb_partial,
+                                                 .replay = c->rb_partial && c->lis, .agree_ns = dec - c->t_fail,
+                                                 .transfer_ns = now - dec, .dead = c->lost, .size = c->size });
     if (c->lis && c->rb_partial)
         c->lis(c->lis_arg, PHX_CR_PARTIAL, c->rb_epoch);
     resume_workers(c);

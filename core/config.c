@@ -73,6 +73,9 @@ static const opt_t opts[] = {
     O("recovery-helpers", OPT_INT, recovery_helpers, "0",
       "survivors that take a lost node's tasks: its buddy and the next P-1 live ranks (0: every live rank)",
       "a whole number of nodes >= 0 (0: every live rank), e.g. 2"),
+    O("keep-going", OPT_BOOL, keep_going, "0",
+      "after a failure that no recovery mode covers and no phx_on_failure handles, let the survivors finish "
+      "their work (0: end the job at once; either way it exits 76, work lost)", NULL),
 };
 #undef O
 #undef OX
@@ -525,6 +528,8 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
         cfg->hb_period_ms = cfg->hb_timeout_ms / 10 > 0 ? cfg->hb_timeout_ms / 10 : 1;
     if (!cfg->td[0])
         strcpy(cfg->td, cfg->ft ? "rellazy" : "4c");
+    /* phx run prefixes each line of a node's output with "[R] ". */
+    phx_log_show_rank(!getenv("PHX_LAUNCHER_PID"));
     if (!strcmp(cfg->log, "error")) phx_log_set_level(PHX_LOG_ERROR);
     else if (!strcmp(cfg->log, "warn")) phx_log_set_level(PHX_LOG_WARN);
     else if (!strcmp(cfg->log, "info")) phx_log_set_level(PHX_LOG_INFO);

@@ -53,6 +53,7 @@ typedef struct phx_config {
     int recovery_helpers;            /* hosts per lost rank's tasks on the survivors (0: every live rank) */
     char restart[512];               /* restart from the disk checkpoint in this dir */
     int metrics_port;                /* /metrics on this + rank (0: off) */
+    int keep_going;                  /* an uncovered failure: survivors finish first (0: end at once) */
 } phx_config_t;
 
 /* Parses argv (removing --phx-* flags in place; *argc updated), the

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/metrics.h"
 #include "core/node.h"
 #include "core/agree.h"
 #include "core/failures.h"
@@ -92,6 +93,7 @@ void phx_node_notify_dead(phx_node_t *n, int rank, uint32_t inc, uint64_t when_n
      * incarnation is delivered after its notice (fail-flush for the
      * detectors below). */
     phx_net_close_inc(n->net, rank, inc, "declared dead");
+    phx_metrics_on_failure(n, rank);
     pthread_mutex_lock(&n->dead_lock);
     if (n->ndead < n->size)
         n->dead[n->ndead++] = rank;
@@ -106,6 +108,13 @@ void phx_node_notify_dead(phx_node_t *n, int rank, uint32_t inc, uint64_t when_n
         phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
     } else if (rc > 0) {
         atomic_store(&n->failures_covered, 1);
+    } else if (!phx_nfail_cbs && !n->cfg.keep_going) {
+        /* Nothing covers the loss and nothing handles it: the result can no
+         * longer be complete, so the job ends now rather than after the
+         * survivors' share of the work (unbounded for fib, say). */
+        PHX_INFO("node", "rank %d died and nothing covers its work: ending the job (exit %d, work lost)", rank,
+                 PHX_EXIT_WORK_LOST);
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
     }
     for (int i = 0; i < phx_nfail_cbs; i++)
         phx_fail_cbs[i].fn(phx_fail_cbs[i].arg, rank, inc, when_ns);

@@ -133,6 +133,9 @@ static void log_gauges(mlog_t *g)
     phx_ml_stats(g->ml, &s);
     phx_metrics_set(PHX_M_LOG_BYTES, g->log_bytes);
     phx_metrics_set(PHX_M_LOG_ENTRIES, s.log_len + s.detlog_len);
+    phx_metrics_set(PHX_M_DETS, s.dets);
+    phx_metrics_set(PHX_M_LOGGED_BYTES, s.logged_bytes);
+    phx_metrics_set(PHX_M_LOGGED_MSGS, s.logged);
 }
 
 /* Replay state of a task restored here (a worker reads it, the comm thread
@@ -526,6 +529,7 @@ static void end_phase(mlog_t *g)
 {
     atomic_store_explicit(&g->phase, 0, memory_order_release);
     phx_evlog("mlog_replay_done", "\"tasks\":%d", atomic_load(&g->nrep));
+    phx_metrics_replay_done();
     phx_msg_t *m = phx_msg_alloc(0);
     if (!m) {   /* cr's checkpoints would stay held for ever */
         PHX_ERROR("mlog", "out of memory ending a replay: ending the job");
@@ -827,6 +831,7 @@ static void hb_msg(void *arg, const phx_ml_entry_t *e)
     phx_node_t *n = g->n;
     int host = phx_node_host_of(n, (phx_tid_t)e->dst);
     g->resent++;
+    phx_metrics_add(PHX_M_MSGS_REPLAYED, 1);
     if (host == n->rank) {
         phx_msg_t *m = phx_msg_alloc(e->len);
         if (!m) {

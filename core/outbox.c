@@ -1,4 +1,5 @@
 /* The outbox's consumer side (comm thread): see core/outbox.h. */
+#include "core/metrics.h"
 #include "core/node.h"
 #include "core/outbox.h"
 #include "core/recovery.h"
@@ -16,7 +17,12 @@ void phx_outbox_send(phx_node_t *n, phx_msg_t *m, const uint8_t *pb)
     phx_recovery_on_send(n, m);
     int rc = phx_net_send_ref(n->net, peer, &m->hdr, pb, pbsz, m->data, m->hdr.len, charge, msg_release, m);
     if (rc) {
-        PHX_WARN("node", "message to rank %d dropped: %s", peer, phx_strerror(rc));
+        /* To a dead peer: counted, not logged (its failure is reported once,
+         * and the senders may keep going at full speed until the job ends). */
+        if (rc == PHX_EDEAD)
+            phx_metrics_add(PHX_M_DROPPED_DEAD, 1);
+        else
+            PHX_WARN("node", "message to rank %d dropped: %s", peer, phx_strerror(rc));
         atomic_fetch_sub(&n->peer_out[peer], (int64_t)charge);
     }
 }

@@ -102,6 +102,7 @@ struct peer {
     int lost_stage;             /* on_lost: 0 report down, 1 link failed */
     int strikes;
     uint64_t drops, restores, dups;
+    uint64_t heard_ms;          /* uv_now of the last bytes read from it (phx_net_last_heard_ms) */
     phx_link_t *link;           /* sequence/ack/resend state; outlives connections */
     uv_timer_t lost;            /* delta after a drop: on_peer_down if not restored */
     uint8_t ack[PHX_FRAME_HDR]; /* standalone ACK frame being written */
@@ -142,6 +143,7 @@ struct phx_net {
     uv_timer_t hs_timer;
     uint64_t bad_conns;         /* connections closed for a violation or failed auth */
     uint64_t stale_frames;      /* frames of another incarnation than the peer's current one */
+    uint64_t rejected[PHX_NET_REJ_N];   /* phx_net_counters; [STALE] is stale_frames */
     /* recovery=cr, restart-on=respawn: a rank declared dead may come back
      * with a higher incarnation (rejoin); rejoining: we are such a process,
      * (re)dialling every peer until taken in: a peer may drop our first
@@ -159,6 +161,7 @@ struct phx_net {
 
 static void conn_close(conn_t *c, const char *why);
 static void conn_close_f(conn_t *c, const char *why, int flags);
+static int reject_reason(const char *why);
 static void report_down(peer_t *p, int graceful, const char *why);
 
 /* Ends c's claim, if any, telling the consumer unless it let go. */
@@ -843,6 +846,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         conn_close(c, nread == UV_EOF ? "connection closed by peer" : uv_strerror((int)nread));
         return;
     }
+    if (c->up && c->peer)
+        c->peer->heard_ms = uv_now(n->loop);
     if (c->zc.on) {
         if (nread == 0)
             return;
@@ -1120,8 +1125,10 @@ static void conn_close_f(conn_t *c, const char *why, int flags)
     } else if (why && !n->stopping) {
         PHX_WARN("net", "closed unidentified connection: %s", why);
     }
-    if (flags & CC_STRIKE)
+    if (flags & CC_STRIKE) {
+        n->rejected[reject_reason(why)]++;
         strike(c, why);
+    }
     if (p && p->conn == NULL && (p->rank < n->rank || n->rejoining) && !n->stopping)
         schedule_retry(p);
     if (flags & CC_RESET)
@@ -1361,6 +1368,34 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
 }
 
 uint64_t phx_net_stale_frames(const phx_net_t *n) { return n->stale_frames; }
+
+void phx_net_counters(const phx_net_t *n, phx_net_counters_t *out)
+{
+    memcpy(out->rejected, n->rejected, sizeof out->rejected);
+    out->rejected[PHX_NET_REJ_STALE] = n->stale_frames;
+    out->links_restored = 0;
+    for (int r = 0; r < n->size; r++)
+        out->links_restored += n->peers[r].restores;
+}
+
+uint64_t phx_net_last_heard_ms(const phx_net_t *n, int peer)
+{
+    return peer >= 0 && peer < n->size ? n->peers[peer].heard_ms : 0;
+}
+
+/* The reason class of a strike, for phx_frames_rejected_total. */
+static int reject_reason(const char *why)
+{
+    if (!why)
+        return PHX_NET_REJ_MALFORMED;
+    if (!strncmp(why, "authentication", 14))
+        return PHX_NET_REJ_AUTH;
+    if (strstr(why, "crc mismatch"))
+        return PHX_NET_REJ_CHECKSUM;
+    if (!strncmp(why, "link sequence", 13) || !strncmp(why, "ack for a frame never sent", 26))
+        return PHX_NET_REJ_SEQUENCE;
+    return PHX_NET_REJ_MALFORMED;
+}
 
 void phx_net_rejoined(phx_net_t *n) { n->rejoining = 0; }
 

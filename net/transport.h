@@ -93,6 +93,19 @@ void phx_net_rejoined(phx_net_t *n);
 /* Frames dropped because they carried another incarnation than the peer's
  * current one. */
 uint64_t phx_net_stale_frames(const phx_net_t *n);
+/* Counters for /metrics (comm thread). Rejected frames by reason: a bad
+ * HELLO or secret (auth), a frame failing its CRC (checksum), any other
+ * protocol violation (malformed), a link sequence gap or an ack for a frame
+ * never sent (sequence), a frame of another incarnation (stale). */
+enum { PHX_NET_REJ_AUTH, PHX_NET_REJ_CHECKSUM, PHX_NET_REJ_MALFORMED, PHX_NET_REJ_SEQUENCE,
+       PHX_NET_REJ_STALE, PHX_NET_REJ_N };
+typedef struct phx_net_counters {
+    uint64_t rejected[PHX_NET_REJ_N];
+    uint64_t links_restored;   /* a live peer's link back after its connection broke */
+} phx_net_counters_t;
+void phx_net_counters(const phx_net_t *n, phx_net_counters_t *out);
+/* Loop time (uv_now, ms) of the last bytes read from peer; 0: never. */
+uint64_t phx_net_last_heard_ms(const phx_net_t *n, int peer);
 
 /* Queues one frame to peer: h's type, src, dst, ssn and tag are used; len is
  * prefix_len + len and inc is the node's. The prefix (e.g. a termination

@@ -16,6 +16,7 @@
  * an outside tool (networkx) can check both. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,16 +181,21 @@ static void bag_init(void *app, void *b, int rank, int size)
     push(b, r);
 }
 
+static _Atomic uint64_t sources_here;   /* sources this process ran: its progress */
+
 static int process(void *app, void *bb, int n, uint64_t *bc)
 {
     phx_glb_vec_t *b = bb;
     (void)app;
+    uint64_t k = 0;
     while (n-- > 0 && b->n) {
         range_t *r = phx_glb_vec_at(b, b->n - 1);
         brandes(r->lo++, bc);
+        k++;
         if (r->lo >= r->hi)
             b->n--;
     }
+    phx_progress(NULL, atomic_fetch_add(&sources_here, k) + k, 0);   /* this node's share is not known ahead */
     return b->n > 0;
 }
 

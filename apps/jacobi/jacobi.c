@@ -278,6 +278,7 @@ static void blk_advance(phx_ctx_t *c, blk_t *b)
             memcpy(&U(b, b->u, i, 1), &U(b, b->v, i, 1), (size_t)b->w * sizeof(double));
         res_msg_t r = { b->it, b->idx, res };
         b->it++;
+        phx_progress(c, (uint64_t)b->it, (uint64_t)b->iters);   /* this node's blocks keep pace together */
         if (b->nfar)
             far_pull(b);
         if (b->it % 50 == 0)   /* per-block progress: tests check that survivors never go back */

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,10 +171,13 @@ static void bag_init(void *app, void *bb, int rank, int size)
     phx_glb_vec_push(bb, &root);
 }
 
+static _Atomic uint64_t nodes_here;   /* tree nodes this process visited: its progress */
+
 static int process(void *app, void *bb, int n, uint64_t *r)
 {
     phx_glb_vec_t *b = bb;
     (void)app;
+    uint64_t n0 = r[R_NODES];
     while (n-- > 0 && b->n) {
         unode_t p = *(unode_t *)phx_glb_vec_at(b, --b->n);
         int k = num_children(&p);
@@ -191,6 +195,7 @@ static int process(void *app, void *bb, int n, uint64_t *r)
             phx_glb_vec_push(b, &c);
         }
     }
+    phx_progress(NULL, atomic_fetch_add(&nodes_here, r[R_NODES] - n0) + r[R_NODES] - n0, 0);   /* total unknown */
     return b->n > 0;
 }
 

@@ -171,7 +171,7 @@ kill_run() {
     td=$1
     rm -f "$TMP"/ev.*.jsonl "$TMP/pids" "$TMP/kills"
     gate=$(gate_new "$td")
-    PHX_FT=1 PHX_TD=$td PHX_EVENTLOG="$TMP/ev.%r.jsonl" timeout -k 5 "$KILL_S" \
+    PHX_FT=1 PHX_KEEP_GOING=1 PHX_TD=$td PHX_EVENTLOG="$TMP/ev.%r.jsonl" timeout -k 5 "$KILL_S" \
         "$PHX" run -n $N --pidfile "$TMP/pids" "$TDK" --hold "$gate" $KARGS >"$TMP/out" 2>"$TMP/err" &
     L=$!; PIDS="$PIDS $L"
     # phx-chaos opens the gate in every case, so a failed kill cannot hang the job.

@@ -10,7 +10,7 @@
 #include "base/phx_err.h"
 #include "core/metrics.h"
 
-static char buf[16384];
+static char buf[65536];
 
 static int count(const char *hay, const char *needle)
 {
@@ -36,7 +36,7 @@ static void test_render(void **st)
     /* one HELP/TYPE per family, even with several labelled members */
     assert_int_equal(count(buf, "# TYPE phx_messages_total counter\n"), 1);
     assert_int_equal(count(buf, "# TYPE phx_queue_depth gauge\n"), 1);
-    for (const char *m = "phx_recoveries_total phx_epoch phx_message_log_bytes phx_agreements_total"; *m;) {
+    for (const char *m = "phx_recoveries_total{kind=\"global\"} phx_recoveries_total{kind=\"partial\"} phx_epoch phx_message_log_bytes phx_agreements_total"; *m;) {
         char name[64];
         size_t k = strcspn(m, " ");
         memcpy(name, m, k);
@@ -44,6 +44,42 @@ static void test_render(void **st)
         assert_non_null(strstr(buf, name));
         m += k + (m[k] == ' ');
     }
+}
+
+/* Histograms: cumulative buckets in seconds, _sum and _count; a labelled
+ * family (the recovery phases) has one HELP/TYPE and its samples together. */
+static void test_histogram(void **st)
+{
+    (void)st;
+    phx_metrics_observe(PHX_H_REC_AGREE, 3000000);      /* 3 ms */
+    phx_metrics_observe(PHX_H_REC_AGREE, 40000000);     /* 40 ms */
+    phx_metrics_observe(PHX_H_REC_AGREE, 120000000000); /* 120 s: only +Inf */
+    phx_metrics_observe(PHX_H_CKPT_COMMIT, 1000000);    /* 1 ms: le="0.001" holds it */
+    phx_metrics_observe(PHX_H_N, 1);                     /* ignored */
+    assert_int_equal(phx_metrics_hist_count(PHX_H_REC_AGREE), 3);
+    phx_metrics_render(buf, sizeof buf, 0);
+    assert_int_equal(count(buf, "# TYPE phx_recovery_phase_seconds histogram\n"), 1);
+    assert_non_null(strstr(buf, "phx_recovery_phase_seconds_bucket{phase=\"agree\",le=\"0.0025\"} 0\n"));
+    assert_non_null(strstr(buf, "phx_recovery_phase_seconds_bucket{phase=\"agree\",le=\"0.005\"} 1\n"));
+    assert_non_null(strstr(buf, "phx_recovery_phase_seconds_bucket{phase=\"agree\",le=\"0.05\"} 2\n"));
+    assert_non_null(strstr(buf, "phx_recovery_phase_seconds_bucket{phase=\"agree\",le=\"60\"} 2\n"));
+    assert_non_null(strstr(buf, "phx_recovery_phase_seconds_bucket{phase=\"agree\",le=\"+Inf\"} 3\n"));
+    assert_non_null(strstr(buf, "phx_recovery_phase_seconds_sum{phase=\"agree\"} 120.043000000\n"));
+    assert_non_null(strstr(buf, "phx_recovery_phase_seconds_count{phase=\"agree\"} 3\n"));
+    assert_non_null(strstr(buf, "phx_recovery_phase_seconds_count{phase=\"replay\"} 0\n"));
+    assert_non_null(strstr(buf, "phx_checkpoint_commit_seconds_bucket{le=\"0.001\"} 1\n"));
+    assert_non_null(strstr(buf, "phx_checkpoint_commit_seconds_count 1\n"));
+    /* the phases come together, in order, after their one HELP */
+    const char *d = strstr(buf, "phase=\"detect\""), *a = strstr(buf, "phase=\"agree\""),
+               *t = strstr(buf, "phase=\"transfer\""), *r = strstr(buf, "phase=\"replay\"");
+    assert_true(d && a && t && r && d < a && a < t && t < r);
+    assert_null(strstr(r, "# HELP phx_recovery_phase_seconds"));
+    /* labelled counter families keep their members together */
+    const char *g = strstr(buf, "phx_recoveries_total{kind=\"global\"}"),
+               *p = strstr(buf, "phx_recoveries_total{kind=\"partial\"}");
+    assert_true(g && p && p > g && !memchr(g, '#', (size_t)(p - g)));
+    assert_int_equal(count(buf, "# TYPE phx_frames_rejected_total counter\n"), 1);
+    assert_int_equal(count(buf, "phx_frames_rejected_total{reason="), 5);
 }
 
 static void test_register(void **st)
@@ -70,6 +106,7 @@ static void test_register(void **st)
 
 int main(void)
 {
-    const struct CMUnitTest t[] = { cmocka_unit_test(test_render), cmocka_unit_test(test_register) };
+    const struct CMUnitTest t[] = { cmocka_unit_test(test_render), cmocka_unit_test(test_histogram),
+                                    cmocka_unit_test(test_register) };
     return cmocka_run_group_tests(t, NULL, NULL);
 }

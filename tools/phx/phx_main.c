@@ -3,6 +3,7 @@
  * starts an MPI job. See README.md for the node environment contract. */
 #include "base/place/phx_place.h"
 #include "phx_opts.h"
+#include "phx_jobdir.h"
 #include "phx_run.h"
 
 #include "base/phx_err.h"
@@ -26,6 +27,7 @@ static void usage(FILE *fp)
 {
     fprintf(fp,
         "usage: phx run [options] [--] PROGRAM [ARGS...]\n"
+        "       phx status [--json] [JOB]   (a running job, from another shell)\n"
         "       phx version | phx --help\n"
         "\n"
         "options for run:\n"
@@ -39,6 +41,8 @@ static void usage(FILE *fp)
         "                         (refused without it; beyond the slots a warning)\n"
         "      --abort-on-failure stop the whole job when one node dies abnormally\n"
         "      --quiet            no status line (see README, \"Watching a job\")\n"
+        "      --verbose          also the link warnings a failure causes (folded by default)\n"
+        "      --metrics-sd FILE  keep a Prometheus file_sd list of the nodes' /metrics in FILE\n"
         "      --pidfile FILE     write 'rank pid host' lines once all nodes started\n"
         "      --restart DIR      restart a recovery=cr job from its last disk checkpoint in DIR\n"
         "      --spares K         K more nodes (the last ranks), idle until one stands in for a\n"
@@ -210,6 +214,8 @@ static int cmd_run(int argc, char **argv)
         { "restart", required_argument, NULL, 'r' },
         { "spares", required_argument, NULL, 's' },
         { "quiet", no_argument, NULL, 'q' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "metrics-sd", required_argument, NULL, 'm' },
         { "help", no_argument, NULL, 'h' },
         { 0, 0, 0, 0 },
     };
@@ -255,6 +261,8 @@ static int cmd_run(int argc, char **argv)
         case 'o': over = 1; break;
         case 'a': abort_on_failure = 1; break;
         case 'q': quiet = 1; break;
+        case 'v': setenv("PHX_VERBOSE", "1", 1); break;      /* read by phx_run.c */
+        case 'm': setenv("PHX_METRICS_SD", optarg, 1); break;
         case 'p': pidfile = optarg; break;
         case 'r': setenv("PHX_RESTART", optarg, 1); break;   /* recovery=cr: restart from DIR */
         case 'x':
@@ -469,6 +477,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "run"))
         return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "status"))
+        return phx_status_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("phx %s\n", PHX_VERSION);
         return 0;

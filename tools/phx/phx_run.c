@@ -1,5 +1,8 @@
 #define _GNU_SOURCE   /* asprintf, pipe2, sigabbrev_np */
 #include "phx_run.h"
+#include "phx_events.h"
+#include "phx_jobdir.h"
+#include "phx_sd.h"
 #include "phx_status.h"
 
 #include "base/phx_err.h"
@@ -121,6 +124,8 @@ static void emit(proc_t *p, int s, const char *line, size_t len)
     char pre[24];
     int pl = snprintf(pre, sizeof pre, "[%d] ", p->rank);
     struct iovec iov[3] = { { pre, (size_t)pl }, { (void *)line, len }, { "\n", 1 } };
+    if (s && phx_events_fold(p->rank, line, len))
+        return;   /* a link warning about a lost rank: counted into its recovery line */
     phx_status_hide(g_status);
     /* One writev per line: a line is never interleaved with another. */
     write_all(s ? STDERR_FILENO : STDOUT_FILENO, iov, 3);
@@ -597,6 +602,7 @@ static int spawn(run_t *R, proc_t *p)
                     rk->host, strerror(errno));
     }
     p->pid = pid;
+    phx_jobdir_spawned(p->rank, pid, p->inc);
     p->fd[0] = out[0];
     p->fd[1] = err[0];
     fcntl(out[0], F_SETFL, O_NONBLOCK);
@@ -631,6 +637,25 @@ static int write_pidfile(const run_t *R, const char *path)
         fprintf(stderr, "phx: cannot write pidfile %s: %s\n", path, phx_strerror(rc));
     free(tmp);
     return rc;
+}
+
+/* The job record, recovery lines and file_sd list (phx_jobdir.h,
+ * phx_events.h, phx_sd.h). phx_main passes --verbose and --metrics-sd as
+ * PHX_VERBOSE and PHX_METRICS_SD. */
+static void phx_watch_open(const phx_job_t *job)
+{
+    int verbose = getenv("PHX_VERBOSE") && !strcmp(getenv("PHX_VERBOSE"), "1");
+    phx_jobdir_open(job->rt, job->argv[0], !job->quiet && (verbose || isatty(STDERR_FILENO)));
+    phx_events_open(verbose);
+    const char *sd = getenv("PHX_METRICS_SD");
+    if (sd && *sd) {
+        const char *mp = getenv("PHX_METRICS_PORT");
+        int port = mp ? atoi(mp) : 0;
+        for (char **a = job->argv; *a; a++)   /* a flag after PROGRAM wins, as in the node */
+            if (!strncmp(*a, "--phx-metrics-port=", 19))
+                port = atoi(*a + 19);
+        phx_sd_open(sd, port);
+    }
 }
 
 /* ---- main loop ---------------------------------------------------------- */
@@ -913,6 +938,7 @@ int phx_run_job(const phx_job_t *job)
 
     int status = 0;
     g_status = phx_status_open(R->n, job->quiet);
+    phx_watch_open(job);
     /* PHX_TEST_SPAWN_HOLD=K: after K nodes, the spawn waits for a signal,
      * so a test can signal the launcher in the middle of a spawn by
      * construction rather than by timing. */
@@ -943,6 +969,7 @@ int phx_run_job(const phx_job_t *job)
         signal_all(R, SIGKILL);
         status = 1;
     } else {
+        phx_events_close();
         phx_status_close(g_status);   /* the last line stays above the summary */
         g_status = NULL;
         /* A node's SIGUSR1 is pending in the pipe if it came just before
@@ -965,6 +992,8 @@ int phx_run_job(const phx_job_t *job)
     }
     phx_status_close(g_status);
     g_status = NULL;
+    phx_sd_close();
+    phx_jobdir_close();
     free(R->p);
     free(R);
     return status;

@@ -1,5 +1,8 @@
 #define _GNU_SOURCE   /* pipe2 */
 #include "phx_status.h"
+#include "phx_events.h"
+#include "phx_jobdir.h"
+#include "phx_sd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,10 +22,12 @@
 typedef struct {
     uint64_t done, total, dead, epoch, rec;
     int reported, exited, killed, fenced;
+    int respawns;               /* a respawned rank is up again, though in the others' dead lists */
 } node_t;
 
 struct phx_status {
     int n, tty, fd[2];
+    int quiet;                  /* no line; the pipe still feeds the job record and events */
     node_t *nodes;
     char buf[4096];
     size_t len;
@@ -43,8 +48,6 @@ static double now_s(void)
 
 phx_status_t *phx_status_open(int nranks, int quiet)
 {
-    if (quiet)
-        return NULL;
     phx_status_t *s = calloc(1, sizeof *s);
     if (!s || !(s->nodes = calloc((size_t)nranks, sizeof *s->nodes)) ||
         pipe2(s->fd, O_CLOEXEC) < 0) {
@@ -56,6 +59,7 @@ phx_status_t *phx_status_open(int nranks, int quiet)
     }
     fcntl(s->fd[0], F_SETFL, O_NONBLOCK);   /* the nodes make their end non-blocking */
     s->n = nranks;
+    s->quiet = quiet;
     const char *term = getenv("TERM");
     s->tty = isatty(STDERR_FILENO) && term && strcmp(term, "dumb");
     const char *iv = getenv("PHX_STATUS_INTERVAL");
@@ -76,8 +80,13 @@ static uint64_t field(const char *line, const char *key)
 
 static void parse(phx_status_t *s, const char *line)
 {
+    if (!strncmp(line, "phx-rec 1 ", 10)) {
+        phx_events_rec_line(line);
+        return;
+    }
     if (strncmp(line, "phx-status 1 ", 13))
         return;   /* another version: ignored */
+    phx_jobdir_node_line(line);
     const char *r = strstr(line, " rank=");
     long rank = r ? strtol(r + 6, NULL, 10) : -1;
     if (rank < 0 || rank >= s->n)
@@ -119,6 +128,7 @@ void phx_status_exited(phx_status_t *s, int rank, int st)
     if (!s || rank < 0 || rank >= s->n)
         return;
     node_t *nd = &s->nodes[rank];
+    phx_jobdir_exited(rank, st);
     nd->exited = 1;
     nd->killed = WIFSIGNALED(st);
     nd->fenced = WIFEXITED(st) && WEXITSTATUS(st) == EXIT_FENCED;
@@ -130,6 +140,7 @@ void phx_status_respawned(phx_status_t *s, int rank)
         return;
     node_t *nd = &s->nodes[rank];
     nd->exited = nd->killed = nd->fenced = 0;
+    nd->respawns++;
 }
 
 static void fmt_dur(char *b, size_t cap, double sec)
@@ -142,10 +153,24 @@ static void fmt_dur(char *b, size_t cap, double sec)
         snprintf(b, cap, "%dh%02dm", (int)sec / 3600, (int)sec / 60 % 60);
 }
 
-/* The line, without prefix or newline; counts into *dead, *fenced. */
-static void render(phx_status_t *s, double t, char *b, size_t cap, int *dead, int *fenced)
+/* A rate in 4 characters or so: 950, 12.3k, 4.5M. */
+static int status_tick(phx_status_t *s);
+
+static void fmt_rate(char *b, size_t cap, double r)
 {
-    int up = 0, killed = 0;
+    if (r < 1000)
+        snprintf(b, cap, "%.3g", r);
+    else if (r < 1e6)
+        snprintf(b, cap, "%.3gk", r / 1e3);
+    else
+        snprintf(b, cap, "%.3gM", r / 1e6);
+}
+
+/* The line, without prefix or newline, at most width columns when it can
+ * (the progress part shortens first); counts into *dead, *fenced. */
+static void render(phx_status_t *s, double t, char *b, size_t cap, int *dead, int *fenced, size_t width)
+{
+    int up = 0, killed = 0, respawns = 0;
     uint64_t done = 0, total = 0, left = 0, epoch = 0, rec = 0, seen_dead = 0;
     int all_total = 1, any = 0;
     *fenced = 0;
@@ -154,6 +179,7 @@ static void render(phx_status_t *s, double t, char *b, size_t cap, int *dead, in
         up += !nd->exited;
         killed += nd->killed;
         *fenced += nd->fenced;
+        respawns += nd->respawns;
         if (nd->dead > seen_dead && !nd->exited)
             seen_dead = nd->dead;   /* failure notices: also nodes we cannot see die */
         if (nd->epoch > epoch)
@@ -169,6 +195,9 @@ static void render(phx_status_t *s, double t, char *b, size_t cap, int *dead, in
                 left += nd->total - nd->done;   /* an ended node's rest is not coming */
         }
     }
+    /* The nodes' dead lists keep a rank that came back (respawned): those
+     * are up, not dead. */
+    seen_dead = seen_dead > (uint64_t)respawns ? seen_dead - (uint64_t)respawns : 0;
     /* A fenced node is in the survivors' dead set too: count it once. */
     *dead = (int)seen_dead - *fenced > killed ? (int)seen_dead - *fenced : killed;
     if (*dead < 0)
@@ -184,25 +213,40 @@ static void render(phx_status_t *s, double t, char *b, size_t cap, int *dead, in
     int old = s->ns > RATE_WINDOW ? s->ns % RATE_WINDOW : 0, cur = (s->ns - 1) % RATE_WINDOW;
     double dt = s->st[cur] - s->st[old];
     double rate = dt > 0 && s->sd[cur] >= s->sd[old] ? (double)(s->sd[cur] - s->sd[old]) / dt : 0;
-    char el[16], prog[128] = "no progress yet", eta[32] = "";
+    char el[16], eta[32] = "", rt[16];
     fmt_dur(el, sizeof el, t - s->t0);
+    fmt_rate(rt, sizeof rt, rate);
+    int head = snprintf(b, cap, "[%s] %d up, %d dead, %d fenced | epoch %llu | %llu rec | ", el, up, *dead,
+                        *fenced, (unsigned long long)epoch, (unsigned long long)rec);
+    if (head < 0 || (size_t)head >= cap)
+        return;
+    char *p = b + head;
+    size_t room = cap - (size_t)head, fit = width > (size_t)head ? width - (size_t)head : 0;
     if (any && all_total && total) {
         if (rate > 0 && left) {
             strcpy(eta, " ETA ");
             fmt_dur(eta + 5, sizeof eta - 5, (double)left / rate);
         }
-        snprintf(prog, sizeof prog, "%llu/%llu %.1f%% %.3g/s%s", (unsigned long long)done,
-                 (unsigned long long)total, 100.0 * (double)done / (double)total, rate, eta);
+        double pct = 100.0 * (double)done / (double)total;
+        /* longest first; the first that fits the width wins */
+        int k = snprintf(p, room, "%llu/%llu %.1f%% %s/s%s", (unsigned long long)done, (unsigned long long)total,
+                         pct, rt, eta);
+        if (k > 0 && (size_t)k > fit)
+            k = snprintf(p, room, "%.1f%% %s/s%s", pct, rt, eta);
+        if (k > 0 && (size_t)k > fit)
+            snprintf(p, room, "%.1f%%%s", pct, eta);
     } else if (any) {
-        snprintf(prog, sizeof prog, "%llu done %.3g/s", (unsigned long long)done, rate);
+        int k = snprintf(p, room, "%llu done %s/s", (unsigned long long)done, rt);
+        if (k > 0 && (size_t)k > fit)
+            snprintf(p, room, "%llu done", (unsigned long long)done);
+    } else {
+        snprintf(p, room, "no progress yet");
     }
-    snprintf(b, cap, "[%s] %d up, %d dead, %d fenced | epoch %llu | %llu rec | %s", el, up, *dead,
-             *fenced, (unsigned long long)epoch, (unsigned long long)rec, prog);
 }
 
 void phx_status_hide(phx_status_t *s)
 {
-    if (s && s->tty && s->shown) {
+    if (s && s->tty && s->shown && !s->quiet) {
         (void)!write(STDERR_FILENO, "\r\033[K", 4);
         s->shown = 0;
     }
@@ -210,17 +254,31 @@ void phx_status_hide(phx_status_t *s)
 
 int phx_status_tick(phx_status_t *s)
 {
+    if (phx_events_due())
+        phx_status_hide(s);
+    int ev = phx_events_tick();
+    phx_jobdir_flush(0);
+    phx_sd_update();
     if (!s)
-        return 1000;
+        return ev < 1000 ? ev : 1000;
+    int ms = ev < 250 ? ev : 250;   /* the job record is rewritten at most every 250 ms */
+    if (s->quiet)
+        return ms;
+    int st = status_tick(s);
+    return st < ms ? st : ms;
+}
+
+static int status_tick(phx_status_t *s)
+{
     double t = now_s();
     char line[256];
     int dead, fenced;
     if (s->tty) {
         if (t < s->next && s->shown)
             return (int)((s->next - t) * 1000) + 1;
-        render(s, t, line, sizeof line, &dead, &fenced);
         struct winsize ws;
         size_t w = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 8 ? ws.ws_col - 1 : 79;
+        render(s, t, line, sizeof line, &dead, &fenced, w - 5);   /* "phx: " */
         char out[300];
         int k = snprintf(out, sizeof out, "\r\033[Kphx: %s", line);
         if ((size_t)k > w + 4)   /* "\r\033[K" takes no columns */
@@ -230,7 +288,7 @@ int phx_status_tick(phx_status_t *s)
         s->next = t + LIVE_MS / 1000.0;
         return LIVE_MS;
     }
-    render(s, t, line, sizeof line, &dead, &fenced);
+    render(s, t, line, sizeof line, &dead, &fenced, 79 - 13);   /* "phx: status: " */
     int due = s->interval > 0 && t >= s->next;
     if (due || dead != s->last_dead || fenced != s->last_fenced) {
         fprintf(stderr, "phx: status: %s\n", line);
@@ -246,9 +304,9 @@ void phx_status_close(phx_status_t *s)
 {
     if (!s)
         return;
-    if (s->tty) {
+    if (s->tty && !s->quiet) {
         s->next = 0;
-        phx_status_tick(s);
+        status_tick(s);
         (void)!write(STDERR_FILENO, "\n", 1);
     }
     close(s->fd[0]);

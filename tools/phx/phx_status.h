@@ -4,9 +4,13 @@
  * Nodes report on a pipe shared by the local nodes: the write end is their
  * fd 3 and PHX_STATUS_FD=3 says so (core/metrics.c writes it). Each report
  * is one line shorter than PIPE_BUF, so lines of different nodes never mix:
- *   phx-status 1 rank=R done=D total=T dead=K epoch=E rec=N fenced=F
- * (a new field may be appended; a reader ignores unknown ones). Remote nodes
- * get no such fd: over ssh the line shows only what the launcher sees.
+ *   phx-status 1 rank=R done=D total=T dead=K epoch=E rec=N fenced=F inc=I pid=P ckpts=C
+ * (a new field may be appended; a reader ignores unknown ones), and once
+ * per recovery round, when it ended on that node (core/metrics.c):
+ *   phx-rec 1 rank=R round=K epoch=E kind=partial|global lost=A,B detect_us=..
+ *     agree_us=.. transfer_us=.. replay_us=..
+ * which phx_events.h turns into one line per recovery. Remote nodes get no
+ * such fd: over ssh the line shows only what the launcher sees.
  *
  * On a terminal (stderr) the line is redrawn in place; otherwise a plain
  * line goes out when a node dies or is fenced and every
@@ -18,7 +22,10 @@
 
 typedef struct phx_status phx_status_t;
 
-/* NULL when quiet or nothing can be shown (the job runs regardless). */
+/* NULL when nothing can be shown (the job runs regardless). quiet: no
+ * status line; the nodes' reports still feed the job record (phx_jobdir.h)
+ * and the recovery lines. The line fits 80 columns (or the terminal's
+ * width): the progress part shortens first. */
 phx_status_t *phx_status_open(int nranks, int quiet);
 int phx_status_rfd(const phx_status_t *s);   /* poll for POLLIN; -1 if none */
 int phx_status_wfd(const phx_status_t *s);   /* the nodes' end (CLOEXEC); -1 if none */
