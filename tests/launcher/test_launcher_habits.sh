@@ -110,7 +110,7 @@ refused "--phx-recovry=cr: one line, did you mean --phx-recovery" "unknown optio
     --phx-recovry=cr sh -c "$STARTED" "$T/mark"
 refused "an unknown key after PROGRAM is refused by the launcher too" "did you mean --phx-ft?" \
     sh -c "$STARTED" "$T/mark" --phx-fft=1
-refused "--phx-nonsense: the valid keys listed" "the options are workers, .*recovery-helpers, config and help" \
+refused "--phx-nonsense: the valid keys listed" "the options are workers, .*recovery-helpers, .*config and help" \
     --phx-nonsense=1 sh -c "$STARTED" "$T/mark"
 refused "--phx-recovery=mlog-causl: the valid values and did you mean mlog-causal" \
     "expected none, cr, mlog-causal, .*; did you mean mlog-causal?" --phx-recovery=mlog-causl sh -c "$STARTED" "$T/mark"
