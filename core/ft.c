@@ -114,15 +114,35 @@ static void rearm(phx_ft_t *ft)
     uv_timer_start(&ft->timer, on_timer, ms, 0);
 }
 
-static void log_ring(phx_ft_t *ft)
+/* Returns the new emitter if the ring changed it, else -1. */
+static int log_ring(phx_ft_t *ft)
 {
-    int e = phx_ft_hb_emitter(ft->hb), o = phx_ft_hb_observer(ft->hb);
+    int e = phx_ft_hb_emitter(ft->hb), o = phx_ft_hb_observer(ft->hb), old = ft->emitter;
     if (e == ft->emitter && o == ft->observer)
-        return;
+        return -1;
     ft->emitter = e;
     ft->observer = o;
     phx_evlog("ring", "\"emitter\":%d,\"observer\":%d", e, o);
     PHX_INFO("ft", "ring repaired: emitter %d, observer %d", e, o);
+    return e != old && e != ft->n->rank ? e : -1;
+}
+
+/* The transport's loss report for peer (on_peer_down) as a detector hint.
+ * A refused redial or probe means the peer's process is gone, unless this
+ * node itself has just been stalled: then the others may have declared us
+ * and left, and isolation fencing (ft/fence) must decide, not a fast
+ * suspicion of peers that are merely done with us. Returns the detector's
+ * answer (1: the emitter's timer moved or it was declared). */
+static int hint(phx_ft_t *ft, int peer, uint64_t now)
+{
+    int gone = !phx_ft_hb_in_doubt(ft->hb, now) && phx_net_peer_gone(ft->n->net, peer);
+    int rc = gone ? phx_ft_hb_suspect_gone(ft->hb, peer, now) : phx_ft_hb_suspect(ft->hb, peer, now);
+    if (rc < 0 && rc != PHX_EFENCED)
+        PHX_ERROR("ft", "suspect(rank %d): %s", peer, phx_strerror(rc));
+    else if (rc == 1)
+        PHX_INFO("ft", "connection to emitter %d lost: %s", peer,
+                 gone ? "its process is gone, declaring it" : "waiting for its heartbeat grace");
+    return rc;
 }
 
 /* Applies what the last detector call produced. Re-entered from
@@ -158,7 +178,12 @@ static void flush(phx_ft_t *ft)
         phx_node_exit(n, PHX_EXIT_FENCED, 0);
     }
     if (!ft->fenced_done) {
-        log_ring(ft);
+        /* A new emitter whose port already refused us (reported while it
+         * was not our emitter, when the hint had to be ignored: two
+         * ring-adjacent ranks killed together) gets that hint now rather
+         * than the 2 delta a new emitter is granted. */
+        for (int e = log_ring(ft); e >= 0 && phx_net_peer_gone(n->net, e) && hint(ft, e, now) == 1;)
+            e = log_ring(ft);
         phx_ft_fence_notice_t d;
         for (;;) {
             /* The connection goes at once even when the notice waits:
@@ -424,18 +449,7 @@ void phx_ft_on_peer_down(phx_node_t *n, int peer)
     phx_ft_fence_on_conn_closed(ft->fence, peer);
     /* The transport delivered every byte read from the connection before
      * reporting its loss, so the hint comes after the last heartbeat. */
-    /* A refused redial means the peer's process is gone, unless this node
-     * itself has just been stalled: then the others may have declared us
-     * and left, and isolation fencing (ft/fence) must decide, not a
-     * fast suspicion of peers that are merely done with us. */
-    uint64_t now = now_ns();
-    int gone = !phx_ft_hb_in_doubt(ft->hb, now) && phx_net_peer_gone(n->net, peer);
-    int rc = gone ? phx_ft_hb_suspect_gone(ft->hb, peer, now) : phx_ft_hb_suspect(ft->hb, peer, now);
-    if (rc < 0 && rc != PHX_EFENCED)
-        PHX_ERROR("ft", "suspect(rank %d): %s", peer, phx_strerror(rc));
-    else if (rc == 1)
-        PHX_INFO("ft", "connection to emitter %d lost: %s", peer,
-                 gone ? "its process is gone, declaring it" : "waiting for its heartbeat grace");
+    hint(ft, peer, now_ns());
     flush(ft);
 }
 

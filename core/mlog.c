@@ -12,9 +12,13 @@
  *     nothing can overtake it, so causality is the same);
  *   - the delivery hook (worker, after the RSN is assigned, before the
  *     handler) puts <src, ssn, dst, rsn> into the worker's lock-free queue;
- *     under mlog-pessimistic the worker then waits until the next live rank
- *     stored it (ML_DETS flush + ML_ACK), so no message the handler sends
- *     can leave before its cause is safe;
+ *     under mlog-pessimistic it asks for a flush to the next live rank
+ *     (ML_DETS, answered by ML_ACK), and the send hook (worker, before a
+ *     message leaves the node) waits until every det made so far on this
+ *     node is stored there, so no message leaves before its causes are
+ *     safe. The wait is at the send, not at the delivery: a task that
+ *     takes k messages and then sends waits one round trip, not k, and
+ *     often none (the flush asked at delivery came back meanwhile);
  *   - ML_DETS at a receiver: stored (detLog), acknowledged with ML_ACK;
  *   - cr's commit of an epoch empties the logs (Alg. 4).
  * Recovery ("partial recovery" below): the first failure of a checkpoint
@@ -29,14 +33,17 @@
  * and the moved tasks are stored twice again.
  *
  * Threads: everything on the comm thread except hook(), ml_admit() and the
- * pessimistic wait (workers), which touch only their own queue, atomics and
- * the replay records under their mutex. */
+ * pessimistic wait (workers), which touch only their own queue, atomics,
+ * the replay records under their mutex and (the wait) reads of every
+ * queue's indices. */
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -94,7 +101,14 @@ typedef struct mlog {
     uint64_t team_unlogged, relogs_skipped;
     uint8_t *buf;               /* trailer scratch (comm thread) */
     size_t cap;
-    _Atomic int flush_asked;    /* pessimistic: a worker waits for a flush */
+    _Atomic int flush_asked;    /* pessimistic: a flush request is queued */
+    /* Pessimistic send waits: acks counts ML_ACKs handled (a futex word,
+     * bumped by the comm thread), waiters the workers sleeping on it;
+     * snap holds one gate snapshot per worker (nworkers x nworkers). */
+    _Atomic uint32_t acks;
+    _Atomic int waiters;
+    uint64_t *snap;
+    _Atomic uint64_t gate_waits;   /* sends that had to wait for an ack */
     uint64_t ctrl_frames;
     uint64_t trailers;          /* det frames sent ahead of an app frame */
     /* Partial recovery (the first failure of a checkpoint period). */
@@ -260,6 +274,22 @@ static void call_flush(phx_node_t *n, phx_msg_t *m)
         flush(g);
 }
 
+/* Any thread: queues a flush unless one is queued already (a flush
+ * carries every det published before it, so one at a time is enough). */
+static void ask_flush(mlog_t *g)
+{
+    if (atomic_exchange(&g->flush_asked, 1))
+        return;
+    phx_msg_t *m = phx_msg_alloc(0);
+    if (!m) {
+        atomic_store(&g->flush_asked, 0);
+        return;
+    }
+    m->kind = PHX_MK_CALL;
+    m->call = call_flush;
+    phx_node_enqueue_out(g->n, m);
+}
+
 /* Worker: records det d in its queue (delivery and spawn dets alike). */
 static void record(mlog_t *g, int worker, const phx_det_t *d)
 {
@@ -267,40 +297,48 @@ static void record(mlog_t *g, int worker, const phx_det_t *d)
     int64_t k = phx_detq_add(q, d);
     if (atomic_load_explicit(&g->own_on, memory_order_relaxed))
         phx_team_own_add(&g->own[worker], d);   /* this worker's alone; read while paused */
-    if (k < 0 || !g->pess)
-        return;   /* closed: the job is ending */
-    /* Pessimistic: the det must be stored elsewhere before the handler's
-     * messages can exist. One flush request at a time is enough: a flush
-     * carries every det published before it. */
-    if (!atomic_exchange(&g->flush_asked, 1)) {
-        phx_msg_t *m = phx_msg_alloc(0);
-        if (m) {
-            m->kind = PHX_MK_CALL;
-            m->call = call_flush;
-            phx_node_enqueue_out(g->n, m);
-        }
-    }
-    unsigned spins = 0;
-    for (;;) {
-        phx_detq_stat_t s;
-        phx_detq_stat(q, &s);
-        if (s.start > (uint64_t)k || atomic_load(&g->n->stopping))
+    /* Pessimistic: start storing it now, so that by the handler's first
+     * send (send_gate) the ack is often back already. */
+    if (k >= 0 && g->pess)
+        ask_flush(g);
+}
+
+/* Comm thread: an ack moved the queues; wake the workers in send_gate. */
+static void acked(mlog_t *g)
+{
+    atomic_fetch_add_explicit(&g->acks, 1, memory_order_release);
+    if (atomic_load(&g->waiters))
+        syscall(SYS_futex, &g->acks, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* Worker, the send hook (mlog-pessimistic): a message is about to leave
+ * the node; it waits until every det published so far, on any worker's
+ * queue, is stored on the next live rank. Every queue, not only this
+ * worker's: a local message may have carried another worker's delivery
+ * into this handler's state. */
+static void send_gate(void *ctx, int worker)
+{
+    mlog_t *g = ctx;
+    uint64_t *snap = g->snap + (size_t)worker * (size_t)g->n->nworkers;
+    phx_ml_gate_snap(g->ml, snap);
+    if (phx_ml_gate_open(g->ml, snap))
+        return;
+    atomic_fetch_add_explicit(&g->gate_waits, 1, memory_order_relaxed);
+    ask_flush(g);
+    for (unsigned sleeps = 0; !atomic_load(&g->n->stopping);) {
+        uint32_t seen = atomic_load_explicit(&g->acks, memory_order_acquire);
+        if (phx_ml_gate_open(g->ml, snap))
             return;
-        if (++spins < 64)
-            sched_yield();
-        else {
-            struct timespec ts = { 0, 20000 };
-            nanosleep(&ts, NULL);
-            if (spins % 5000 == 0)   /* a flush lost with a dead rank: ask again */
-                atomic_store(&g->flush_asked, 0);
-            if (!atomic_exchange(&g->flush_asked, 1)) {
-                phx_msg_t *m = phx_msg_alloc(0);
-                if (m) {
-                    m->kind = PHX_MK_CALL;
-                    m->call = call_flush;
-                    phx_node_enqueue_out(g->n, m);
-                }
-            }
+        /* The futex returns at once if an ack came since `seen`. The
+         * timeout only bounds a wakeup lost to the waiters race; a flush
+         * lost with a dead rank is sent again by the failure notice. */
+        atomic_fetch_add(&g->waiters, 1);
+        struct timespec ts = { 0, 1000000 };
+        syscall(SYS_futex, &g->acks, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+        atomic_fetch_sub(&g->waiters, 1);
+        if (++sleeps % 100 == 0) {   /* 100 ms without the ack: ask again */
+            atomic_store(&g->flush_asked, 0);
+            ask_flush(g);
         }
     }
 }
@@ -1031,11 +1069,14 @@ static int ml_init(phx_node_t *n, void **out)
     }
     g->done = calloc((size_t)n->size, 1);
     g->fin = calloc((size_t)n->size, 1);
+    if (g->pess)
+        g->snap = calloc((size_t)n->nworkers * (size_t)n->nworkers, sizeof *g->snap);
     phx_ml_cfg_t c = { .rank = n->rank, .n = n->size, .inc = n->inc, .nq = n->nworkers, .qcap = QCAP,
                        .pessimistic = g->pess };
     phx_map_init(&g->rep);
     pthread_rwlock_init(&g->rep_lock, NULL);
-    g->ml = g->dead && g->pdead && g->done && g->fin && g->rb && (g->team <= 1 || (g->own && g->seq_hw))
+    g->ml = g->dead && g->pdead && g->done && g->fin && g->rb && (g->team <= 1 || (g->own && g->seq_hw)) &&
+                    (!g->pess || g->snap)
                 ? phx_ml_create(&c) : NULL;
     /* Published before cr's init, which pauses the workers of a respawned
      * rank: they find this state (and g->cr, set before the pause) there. */
@@ -1052,6 +1093,7 @@ static int ml_init(phx_node_t *n, void **out)
         free(g->seq_hw);
         free(g->done);
         free(g->fin);
+        free(g->snap);
         free(g);
         return rc;
     }
@@ -1074,6 +1116,10 @@ static int ml_init(phx_node_t *n, void **out)
         n->admit_ctx = g;
         n->spawn_hook = spawn_hook;
         n->spawn_ctx = g;
+    }
+    if (g->pess) {
+        n->send_hook = send_gate;
+        n->send_ctx = g;
     }
     return 0;
 }
@@ -1179,6 +1225,8 @@ static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8
     } else if (h->tag == ML_ACK) {
         if (phx_ml_on_ack(g->ml, p, h->len))
             PHX_WARN("mlog", "bad ack from rank %d", peer);
+        else if (g->pess)
+            acked(g);
     } else
         PHX_WARN("mlog", "unknown control tag %u from rank %d", h->tag, peer);
 }
@@ -1371,12 +1419,14 @@ static void ml_stop(void *st)
     phx_evlog("mlog_stats",
               "\"dets\":%llu,\"logged\":%llu,\"logged_bytes\":%llu,\"local\":%llu,\"frames_pb\":%llu,"
               "\"dets_pb\":%llu,\"pb_bytes\":%llu,\"dets_stored\":%llu,\"ctrl_frames\":%llu,"
-              "\"piggybacked_on_app\":%llu,\"team\":%d,\"unlogged_team\":%llu,\"relogs_skipped\":%llu",
+              "\"piggybacked_on_app\":%llu,\"team\":%d,\"unlogged_team\":%llu,\"relogs_skipped\":%llu,"
+              "\"gate_waits\":%llu",
               (unsigned long long)s.dets, (unsigned long long)s.logged, (unsigned long long)s.logged_bytes,
               (unsigned long long)s.local, (unsigned long long)s.frames_pb, (unsigned long long)s.dets_pb,
               (unsigned long long)s.pb_bytes, (unsigned long long)s.dets_stored,
               (unsigned long long)g->ctrl_frames, (unsigned long long)g->trailers, g->team,
-              (unsigned long long)g->team_unlogged, (unsigned long long)g->relogs_skipped);
+              (unsigned long long)g->team_unlogged, (unsigned long long)g->relogs_skipped,
+              (unsigned long long)atomic_load(&g->gate_waits));
     if (getenv("PHX_STATS"))
         fprintf(stderr, "{\"rank\":%d,\"mlog_dets\":%llu,\"mlog_logged\":%llu,\"mlog_dets_pb\":%llu,"
                         "\"mlog_pb_bytes\":%llu}\n", g->n->rank, (unsigned long long)s.dets,
@@ -1407,6 +1457,11 @@ static void ml_destroy(void *st)
         g->n->spawn_hook = NULL;
         g->n->spawn_ctx = NULL;
     }
+    if (g->n->send_ctx == g) {
+        g->n->send_hook = NULL;
+        g->n->send_ctx = NULL;
+    }
+    free(g->snap);
     free_replays(g);
     pthread_rwlock_destroy(&g->rep_lock);
     free(g->done);

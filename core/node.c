@@ -438,6 +438,8 @@ static int route(phx_ctx_t *c, phx_msg_t *m, phx_tid_t dst)
         return 0;
     }
     m->peer = home;
+    if (n->send_hook)
+        n->send_hook(n->send_ctx, c->w->id);
     backpressure(n, home, (int64_t)m->hdr.len + PHX_FRAME_HDR);
     phx_node_enqueue_out(n, m);
     return 0;

@@ -82,6 +82,11 @@ typedef int (*phx_admit_next_fn)(void *ctx, int worker, const phx_task_t *t, phx
  * logging records the id and gives a replayed spawn the recorded one). */
 typedef phx_tid_t (*phx_spawn_hook_fn)(void *ctx, int worker, phx_task_t *parent, phx_tid_t id);
 
+/* Send hook: runs on the worker before a message a handler made (send or
+ * spawn) is queued for another node; may block (mlog-pessimistic: until
+ * the determinants made so far are stored on another node). */
+typedef void (*phx_send_hook_fn)(void *ctx, int worker);
+
 struct phx_worker {
     phx_node_t *node;
     int id;
@@ -171,6 +176,8 @@ struct phx_node {
     void *admit_ctx;
     phx_spawn_hook_fn spawn_hook;   /* NULL: a spawn keeps its fresh id */
     void *spawn_ctx;
+    phx_send_hook_fn send_hook;     /* NULL: messages leave at once */
+    void *send_ctx;
 
     /* Recovery mode (core/recovery.h): its hooks and state (comm thread). */
     const struct phx_recovery_ops *rec;

@@ -115,6 +115,9 @@ struct peer {
     uv_timer_t retry;
     int backoff_ms;
     uv_connect_t creq;
+    uv_connect_t preq;          /* the probe's (see probe()) */
+    int probing;                /* a probe's connect is in flight */
+    int probe_ms;               /* delay before the next probe */
 };
 
 struct phx_net {
@@ -843,7 +846,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
          * A partition only ever looks like silence (or a local error). */
         if ((nread == UV_EOF || nread == UV_ECONNRESET) && c->up && c->peer)
             c->peer->closed = 1;
-        conn_close(c, nread == UV_EOF ? "connection closed by peer" : uv_strerror((int)nread));
+        /* A caller that closed without a byte said is a peer's probe
+         * (probe()) or a port scan: nothing worth a line. */
+        int silent = !c->peer && !c->rbuf.len;
+        conn_close(c, silent ? NULL : nread == UV_EOF ? "connection closed by peer" : uv_strerror((int)nread));
         return;
     }
     if (c->up && c->peer)
@@ -1018,7 +1024,8 @@ static void schedule_retry(peer_t *p)
     if (n->stopping || p->dead || p->refused || p->left)
         return;
     uv_timer_start(&p->retry, on_retry, (uint64_t)p->backoff_ms, 0);
-    p->backoff_ms = p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : p->backoff_ms * 2;
+    p->backoff_ms = p->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+                    : p->backoff_ms ? p->backoff_ms * 2 : 1;
 }
 
 static void report_down(peer_t *p, int graceful, const char *why)
@@ -1057,6 +1064,8 @@ static void on_lost(uv_timer_t *t)
 }
 
 static void conn_close(conn_t *c, const char *why) { conn_close_f(c, why, 0); }
+
+static void probe(peer_t *p);
 
 /* Counts a connection closed for a protocol violation or a failed
  * handshake. It counts against the peer only where the peer is known for
@@ -1116,6 +1125,19 @@ static void conn_close_f(conn_t *c, const char *why, int flags)
                     uv_timer_start(&p->lost, on_lost, (uint64_t)n->cfg->hb_timeout_ms, 0);
                 }
                 p->backoff_ms = BACKOFF_MIN_MS;
+                /* The peer's kernel closed it: either its process died
+                 * (and took its listener with it, before this
+                 * connection) or the link was cut. Which one, its port
+                 * tells at once: the side that redials does so now; the
+                 * other, which waits to be redialled, probes it. */
+                if (p->closed && !p->refused) {
+                    if (p->rank < n->rank || n->rejoining) {
+                        p->backoff_ms = 0;
+                    } else {
+                        p->probe_ms = 1;
+                        probe(p);
+                    }
+                }
             }
         } else if (!was_up && why && !p->dead && !n->stopping) {
             PHX_WARN("net", "handshake with rank %d failed: %s", p->rank, why);
@@ -1184,6 +1206,67 @@ static void dial(peer_t *p)
         uv_close((uv_handle_t *)&c->tcp, conn_closed);
         schedule_retry(p);
     }
+}
+
+static void on_reprobe(uv_timer_t *t)
+{
+    probe(t->data);
+}
+
+static void on_probe(uv_connect_t *req, int status)
+{
+    conn_t *c = req->data;
+    peer_t *p = c->peer;
+    if (c->closing)   /* closed by phx_net_stop */
+        return;
+    c->closing = 1;
+    p->probing = 0;
+    /* As on a refused redial: nothing listens where the peer did, so its
+     * process is gone. A redial of the peer's own may have come back
+     * meanwhile (p->up): then it is not. */
+    if (status == UV_ECONNREFUSED && p->ever_up && !p->up && !p->dead && !c->net->stopping) {
+        PHX_WARN("net", "rank %d's port refused a probe: its process is gone", p->rank);
+        p->gone = 1;
+        report_down(p, 0, "connection refused on probe");
+    }
+    /* Accepted: the peer is alive and redials us, or it is dying and its
+     * listener is still open (the kernel closes a process's sockets in
+     * descriptor order, and the launcher hands the listener over at any
+     * number): probe again, sooner than the redial backoff, until the
+     * link is back or the loss was reported. A reset, not a FIN, so that
+     * neither side keeps the probe's socket in TIME_WAIT. */
+    if (status == 0) {
+        uv_tcp_close_reset(&c->tcp, conn_closed);
+        if (!p->up && !p->down_reported && !c->net->stopping) {
+            uv_timer_start(&p->retry, on_reprobe, (uint64_t)p->probe_ms, 0);
+            p->probe_ms = p->probe_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : p->probe_ms * 2;
+        }
+    } else {
+        uv_close((uv_handle_t *)&c->tcp, conn_closed);
+    }
+}
+
+/* A bare connect (no handshake) to the port of a peer whose connection its
+ * kernel closed, from the side that does not redial it: a refusal is the
+ * same evidence as a refused redial. Without it that side learnt of the
+ * loss only when the link stayed down for hb-timeout, and the ring
+ * observer of the highest rank, rank 0, is such a side. That side's retry
+ * timer is free: it schedules the next probe. */
+static void probe(peer_t *p)
+{
+    phx_net_t *n = p->net;
+    if (n->stopping || p->probing || p->up || p->dead || p->refused || p->left || p->down_reported)
+        return;
+    conn_t *c = conn_new(n, p);
+    if (!c)
+        return;   /* hb-timeout still reports the loss */
+    p->preq.data = c;
+    if (uv_tcp_connect(&p->preq, &c->tcp, (struct sockaddr *)&p->addr, on_probe)) {
+        c->closing = 1;
+        uv_close((uv_handle_t *)&c->tcp, conn_closed);
+        return;
+    }
+    p->probing = 1;
 }
 
 static void on_accept(uv_stream_t *srv, int status)

@@ -146,9 +146,10 @@ void phx_net_flush(phx_net_t *n);
 /* Closes the connection to peer and refuses it from now on (a dead or fenced
  * node); frames queued or kept for resend are dropped. Idempotent. */
 void phx_net_close_peer(phx_net_t *n, int peer, const char *why);
-/* Comm thread: 1 if the link to peer is down and a redial was refused
- * (nothing listens on its port: the process is gone, so on_peer_down came
- * at once rather than after hb-timeout); 0 otherwise. */
+/* Comm thread: 1 if the link to peer is down and a redial (or, from the
+ * side that does not redial, a probe) was refused (nothing listens on its
+ * port: the process is gone, so on_peer_down came at once rather than
+ * after hb-timeout); 0 otherwise. */
 int phx_net_peer_gone(const phx_net_t *n, int peer);
 /* Comm thread, from on_frame: peer sent a well-framed message that its
  * protocol rejects. Drops that connection as a violation (logged, counted

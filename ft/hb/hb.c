@@ -1083,7 +1083,16 @@ int phx_ft_hb_suspect(phx_ft_hb_t *hb, int rank, uint64_t now)
 
 int phx_ft_hb_suspect_gone(phx_ft_hb_t *hb, int rank, uint64_t now)
 {
-    return suspect_within(hb, rank, now, 0);
+    int rc = suspect_within(hb, rank, now, 0);
+    /* The process is gone, so none of its heartbeats can still arrive:
+     * T3's confirmation tick would wait for nothing. Unless we were just
+     * stalled (then the refusal may be the others leaving us). */
+    if (rc >= 0 && rank == hb->emitter && rank != hb->me && hb->started &&
+        !phx_ft_hb_in_doubt(hb, now)) {
+        declare(hb, rank, now);
+        return 1;
+    }
+    return rc;
 }
 
 /* ---- queries -------------------------------------------------------------- */

@@ -189,8 +189,10 @@ int phx_ft_hb_on_msg(phx_ft_hb_t *hb, int src, unsigned type, const void *buf, s
  * moved, 0 if ignored, PHX_EINVAL on a bad rank, PHX_EFENCED. */
 int phx_ft_hb_suspect(phx_ft_hb_t *hb, int rank, uint64_t now_ns);
 /* As suspect(), for a confirmed loss (the rank's process is gone: its port
- * refused a redial): the grace is zero, so the next tick declares it on the
- * usual T3 path. Same returns. */
+ * refused a redial): an emitter is declared within the call, as T3 would
+ * (no confirmation tick: no heartbeat of a gone process can still arrive),
+ * unless in_doubt() (a stall of ours just ended): then the grace is zero
+ * and the next tick declares it on the usual T3 path. Same returns. */
 int phx_ft_hb_suspect_gone(phx_ft_hb_t *hb, int rank, uint64_t now_ns);
 
 /* Dead-set queries. Valid any time, also after fencing. */

@@ -153,7 +153,8 @@ int phx_ml_on_ack(phx_ml_t *ml, const void *ack, size_t len);
 
 /* Pessimistic gate: snapshot the queues' published ends when a message is
  * ready to leave; it may go once phx_ml_gate_open says every det in the
- * snapshot is acknowledged. snap holds nq entries. */
+ * snapshot is acknowledged. snap holds nq entries. Any thread: both only
+ * read the queues' indices (the runtime's workers gate their own sends). */
 void phx_ml_gate_snap(phx_ml_t *ml, uint64_t *snap);
 int phx_ml_gate_open(phx_ml_t *ml, const uint64_t *snap);
 

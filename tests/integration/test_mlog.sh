@@ -312,9 +312,11 @@ held_case() {
     wait_for "$JOB_TIMEOUT" eval 'grep -qs "\"ev\":\"recovery_done\".*\"round\":2" "$DIR/ev.0.jsonl" || ! kill -0 "$JOBPID" 2>/dev/null'
     # RGATE stays shut after a global rollback (a void replay's release must
     # not be needed); OPEN_RGATE=1 opens it (a sequential partial round
-    # releases both rounds' replays then).
-    [ "${OPEN_RGATE:-0}" = 1 ] && gate_open "$RGATE"
+    # releases both rounds' replays then), after GATE: the held replays keep
+    # the job from its end until then, so the checkpoint GATE lets go is
+    # asked for (at a residual) and commits once they ended, before the end.
     gate_open "$GATE"
+    [ "${OPEN_RGATE:-0}" = 1 ] && gate_open "$RGATE"
     finish_job
 }
 held_case held mlog-causal $ARGS

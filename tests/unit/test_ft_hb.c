@@ -817,11 +817,62 @@ static void test_suspect_hint(void **state)
     check_hint(phx_ft_hb_suspect, DELTA / 2);
 }
 
-/* suspect_gone(): the rank's port refused a redial; no grace. */
+/* suspect_gone(): the rank's port refused a redial; no grace. Right
+ * after a stall of ours the refusal may mean the others declared us and
+ * left: it only arms the timer then, as a hint, and T3 declares one tick
+ * after the deadline. */
 static void test_suspect_gone(void **state)
 {
     (void)state;
-    check_hint(phx_ft_hb_suspect_gone, 0);
+    struct cap c;
+    phx_ft_hb_t *hb = mk_started(5, 0, &c);
+    uint64_t t = 0;
+    for (; t < DELTA; t += DELTA / 10) {
+        run_to(hb, t);
+        feed_simple(hb, 4, PHX_FT_HB_HEARTBEAT, 5, t, 0);
+    }
+    run_to(hb, t);
+    t += DELTA;   /* not running for delta: a stall */
+    feed_simple(hb, 4, PHX_FT_HB_HEARTBEAT, 5, t, 0);
+    assert_true(phx_ft_hb_in_doubt(hb, t + 1));
+    assert_int_equal(phx_ft_hb_suspect_gone(hb, 4, t + 1), 1);
+    assert_int_equal(phx_ft_hb_dead_count(hb), 0);
+    assert_true(phx_ft_hb_next_deadline(hb) <= t + 1);
+    uint64_t d;
+    while ((d = phx_ft_hb_next_deadline(hb)) <= t + 2)
+        assert_int_equal(phx_ft_hb_tick(hb, d), 0);
+    assert_true(phx_ft_hb_is_dead(hb, 4));
+    phx_ft_hb_destroy(hb);
+}
+
+/* Otherwise a refused port is a gone process: no heartbeat of it can still
+ * arrive, so suspect_gone() declares it within the call (T3's decision,
+ * broadcast included), without the confirmation tick that waits for late
+ * heartbeats. */
+static void test_suspect_gone_declares_at_once(void **state)
+{
+    (void)state;
+    struct cap c;
+    phx_ft_hb_t *hb = mk_started(5, 0, &c);
+    uint64_t t = 0;
+    for (; t < 3 * DELTA; t += DELTA / 10) {
+        run_to(hb, t);
+        feed_simple(hb, 4, PHX_FT_HB_HEARTBEAT, 5, t, 0);
+    }
+    run_to(hb, t);
+    assert_int_equal(count_type(&c, PHX_FT_HB_BCASTMSG, -1), 0);
+    assert_int_equal(phx_ft_hb_suspect_gone(hb, 4, t + 1), 1);
+    assert_true(phx_ft_hb_is_dead(hb, 4));
+    assert_int_equal(c.dead_calls[4], 1);
+    assert_true(count_type(&c, PHX_FT_HB_BCASTMSG, -1) > 0);
+    assert_int_equal(phx_ft_hb_emitter(hb), 3);
+    phx_ft_hb_stats_t st;
+    phx_ft_hb_get_stats(hb, &st);
+    assert_int_equal(st.declared, 1);
+    /* Not the emitter: ignored, as any hint. */
+    assert_int_equal(phx_ft_hb_suspect_gone(hb, 2, t + 2), 0);
+    assert_false(phx_ft_hb_is_dead(hb, 2));
+    phx_ft_hb_destroy(hb);
 }
 
 /* Malformed input: PHX_EPROTO with no send, no callback and no state change.
@@ -1669,6 +1720,7 @@ int main(void)
         cmocka_unit_test(test_dead_order),
         cmocka_unit_test(test_suspect_hint),
         cmocka_unit_test(test_suspect_gone),
+        cmocka_unit_test(test_suspect_gone_declares_at_once),
         cmocka_unit_test(test_dset_exchange),
         cmocka_unit_test(test_dead_list_widths),
         cmocka_unit_test(test_compact_bcast),

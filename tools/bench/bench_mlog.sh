@@ -43,8 +43,15 @@
 #     checkpoint that moved them against the median commit of the run's
 #     other checkpoints (the same-run baseline), its ratio, and the tasks
 #     moved; medians over runs.
+#  5. Fault-free wall against none: jacobi on 8 nodes (default workers),
+#     none, mlog-causal and mlog-pessimistic in interleaved rounds, for each
+#     of FARGS (default "-N 256 -i 3000 -c 500" and "-N 2048 -i 300 -c 100");
+#     per round each mode's whole-job wall (phx run, startup included) and
+#     jacobi's own ms over none's, medians of the ratios, against the goals
+#     (mlog-pessimistic <= 1.5x none, mlog-causal <= 1.03x); a run counts
+#     only with the sequential checksum.
 # Usage: tools/bench/bench_mlog.sh BUILD_DIR [REPS]
-#   PARTS=1,2,3,4 (default all); OPS=200000 operations per producer; TS="1 2 4 8";
+#   PARTS=1,2,3,4,5 (default all); OPS=200000 operations per producer; TS="1 2 4 8";
 #   JARGS="-N 2048 -i 2500 -c 250" jacobi's arguments for part 2, MODES2 its modes (none-T: none running jacobi -T, mlog-fast's baseline); part 3:
 #   RARGS="-N 2048 -i 950 -c 400 -V 8", K=790 (just before a multiple of -c),
 #   W=150 (K+W <= -i),
@@ -52,7 +59,7 @@
 #   event logs there and draw their progress diagrams (tools/timeline);
 #   part 4: MARGS="-N 2048 -i 1500 -c 300 -V 8", MK=450 (the gate's iteration).
 set -eu
-PARTS=${PARTS:-1,2,3,4}
+PARTS=${PARTS:-1,2,3,4,5}
 part() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
 B=${1:-build}/bin
 REPS=${2:-5}
@@ -351,5 +358,47 @@ m = lambda i: statistics.median(r[i] for r in rows)
 print("| runs | moving checkpoint commit, ms | other commits of the run, ms (median) | ratio (median of runs) | tasks moved |")
 print("|---|---|---|---|---|")
 print("| %d | %.1f | %.1f | %.2fx | %d |" % (len(rows), m(0), m(1), m(2), m(3)))' <"$T/home"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
+
+if part 5; then
+FMODES="none mlog-causal mlog-pessimistic"
+echo
+echo "5. fault-free wall against none, jacobi on 8 nodes (default workers); ratios per round, medians"
+echo
+printf '| jacobi | mode | runs | wall s (median) | jacobi ms (median) | wall / none | jacobi ms / none | goal |\n|---|---|---|---|---|---|---|---|\n'
+IFS=';' read -ra FSETS <<<"${FARGS:-"-N 256 -i 3000 -c 500;-N 2048 -i 300 -c 100"}"
+for fa in "${FSETS[@]}"; do
+    # shellcheck disable=SC2086
+    ref=$("$B/jacobi" --seq $fa -P 8 | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p')
+    : >"$T/f5"
+    for _ in $(seq "$REPS"); do
+        line=""
+        for m in $FMODES; do
+            # shellcheck disable=SC2086
+            out=$(/usr/bin/time -f "wall %e" -o "$T/wall" "$B/phx" run -n 8 "$B/jacobi" --phx-ft=1 \
+                --phx-recovery="$m" $fa 2>/dev/null | tail -1)
+            sum=$(echo "$out" | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p')
+            ms=$(echo "$out" | sed -n 's/.*(\([0-9.]*\) ms).*/\1/p')
+            w=$(awk '$1 == "wall" { print $2 }' "$T/wall")
+            [ "$sum" = "$ref" ] || { w=""; ms=""; echo "part 5: $m $fa: checksum ${sum:-none}, expected $ref" >&2; }
+            line="$line w_$m=$w ms_$m=$ms"
+        done
+        echo "$line" >>"$T/f5"
+    done
+    for m in $FMODES; do
+        runs=$(field "w_$m" <"$T/f5" | grep -c .)
+        w=$(field "w_$m" <"$T/f5" | grep . | median)
+        ms=$(field "ms_$m" <"$T/f5" | grep . | median)
+        rw=$(while read -r l; do a=$(echo "$l" | field "w_$m"); b=$(echo "$l" | field w_none)
+             awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0 && b > 0) print a / b }'; done <"$T/f5" | median)
+        rj=$(while read -r l; do a=$(echo "$l" | field "ms_$m"); b=$(echo "$l" | field ms_none)
+             awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0 && b > 0) print a / b }'; done <"$T/f5" | median)
+        case $m in mlog-pessimistic) goal=1.5 ;; mlog-causal) goal=1.03 ;; *) goal="" ;; esac
+        verdict=""
+        [ -n "$goal" ] && verdict="<= ${goal}x: $(awk -v r="${rw:-1e9}" -v g="$goal" 'BEGIN { print (r <= g) ? "yes" : "NO" }')"
+        printf '| %s | %s | %s | %s | %s | %.3f | %.3f | %s |\n' "$fa" "$m" "$runs" "${w:--}" "${ms:--}" "${rw:-0}" "${rj:-0}" "$verdict"
+    done
+done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
