@@ -6,7 +6,10 @@
 #   ./build.sh test --tsan  the same under ThreadSanitizer
 #   ./build.sh bench        run the benchmarks (tools/bench/bench.sh)
 #   ./build.sh build        build only
+#   ./build.sh install [PREFIX]  build, then install under PREFIX (default /usr/local):
+#                           libphalanx, headers, phx, phxcc, phalanx.pc, the CMake package
 set -eu
+CALLER_PWD=$PWD   # a relative install PREFIX is the caller's
 cd "$(dirname "$0")"
 
 PKGS="build-essential cmake pkg-config libuv1-dev libjemalloc-dev liburcu-dev libssl-dev libisal-dev libcmocka-dev python3 clang libmicrohttpd-dev prometheus python3-matplotlib curl iproute2 openssh-server openssh-client munge slurmctld slurmd slurm-client"
@@ -82,12 +85,30 @@ test)
     TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
     ctest --output-on-failure --timeout 600 -j1
     ;;
+install)
+    [ $# -le 1 ] || { echo "usage: ./build.sh install [PREFIX]" >&2; exit 2; }
+    prefix=${1:-/usr/local}
+    case $prefix in /*) ;; *) prefix=$CALLER_PWD/$prefix ;; esac
+    build build
+    # A prefix this user cannot write (/usr/local as non-root) goes through sudo.
+    p=$prefix
+    while [ ! -e "$p" ]; do p=$(dirname "$p"); done
+    if [ -w "$p" ] || [ "$(id -u)" = 0 ]; then
+        cmake --install build --prefix "$prefix"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo cmake --install build --prefix "$prefix"
+    else
+        echo "build.sh: cannot write $prefix: run as root or pick another PREFIX" >&2
+        exit 1
+    fi
+    echo "installed under $prefix: build with $prefix/bin/phxcc, run with $prefix/bin/phx run"
+    ;;
 bench)
     build build
     exec tools/bench/bench.sh build "$@"
     ;;
 *)
-    echo "usage: ./build.sh [run|build|test [--asan|--tsan]|bench]" >&2
+    echo "usage: ./build.sh [run|build|test [--asan|--tsan]|install [PREFIX]|bench]" >&2
     exit 2
     ;;
 esac

@@ -32,7 +32,13 @@
 #define PHX_EPROCFAIL   (-4009)   /* operation completed but new failures were seen */
 #define PHX_EUNRECOVERABLE (-4010) /* failure combination the protocol cannot survive */
 
+#ifdef __cplusplus
+extern "C" {
+#endif
 /* Static string for a code; never NULL. Thread-safe. */
 const char *phx_strerror(int code);
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -93,6 +93,49 @@ static inline void phx_wenc_bytes(phx_wenc_t *e, const void *src, size_t n)
     if (q && n) memcpy(q, src, n);
 }
 
+/* Back-patches a field reserved earlier (phx_wenc_reserve), for a section
+ * led by a count known only once the section is written. NULL (the
+ * reserve failed): nothing, the sticky error already says so. */
+static inline void phx_wenc_patch_u16(uint8_t *slot, uint16_t v)
+{
+    if (slot) phx_put_le16(slot, v);
+}
+static inline void phx_wenc_patch_u32(uint8_t *slot, uint32_t v)
+{
+    if (slot) phx_put_le32(slot, v);
+}
+
+/* The one varint: LEB128, 7 bits a byte, low group first, high bit set on
+ * every byte but the last; 1 to 10 bytes for a u64. Written straight into
+ * the buffer when 10 bytes are free (the hot path: a det trailer is four
+ * of them per det), else through a scratch copy so a short tail still
+ * takes a short value. */
+#define PHX_WIRE_UV_MAX 10
+static inline void phx_wenc_uv(phx_wenc_t *e, uint64_t v)
+{
+    uint8_t tmp[PHX_WIRE_UV_MAX];
+    int direct = !e->err && e->end - e->p >= PHX_WIRE_UV_MAX;
+    uint8_t *b = direct ? e->p : tmp;
+    size_t k = 0;
+    while (v >= 0x80) {
+        b[k++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b[k++] = (uint8_t)v;
+    if (direct)
+        e->p += k;
+    else
+        phx_wenc_bytes(e, tmp, k);
+}
+
+/* n ints as little-endian i32 (v NULL: n times fill). */
+static inline void phx_wenc_i32s(phx_wenc_t *e, const int *v, size_t n, int32_t fill)
+{
+    uint8_t *q = phx_wenc_reserve(e, 4 * n);
+    for (size_t i = 0; q && i < n; i++)
+        phx_put_le32(q + 4 * i, (uint32_t)(v ? v[i] : fill));
+}
+
 /* Bytes written so far, or the sticky error (negative). */
 static inline ptrdiff_t phx_wenc_end(const phx_wenc_t *e)
 {
@@ -145,6 +188,43 @@ static inline void phx_wdec_bytes(phx_wdec_t *d, void *dst, size_t n)
     const uint8_t *q = phx_wdec_take(d, n);
     if (q && n) memcpy(dst, q, n);
 }
+
+/* A varint (phx_wenc_uv): truncated, or longer than 10 bytes, is the
+ * sticky error (and 0). */
+static inline uint64_t phx_wdec_uv(phx_wdec_t *d)
+{
+    uint64_t x = 0;
+    for (int k = 0; !d->err && k < PHX_WIRE_UV_MAX && d->p + k < d->end; k++) {
+        x |= (uint64_t)(d->p[k] & 0x7f) << (7 * k);
+        if (!(d->p[k] & 0x80)) {
+            d->p += k + 1;
+            return x;
+        }
+    }
+    d->err = PHX_EPROTO;
+    return 0;
+}
+
+/* An array of n little-endian 32-bit values a decoder leaves in place
+ * (phx_wdec_a32); read entry i with phx_wire_a32_u32/_i32 (i < n). */
+typedef struct phx_wire_a32 {
+    const uint8_t *p;
+    size_t n;
+} phx_wire_a32_t;
+
+static inline phx_wire_a32_t phx_wdec_a32(phx_wdec_t *d, size_t n)
+{
+    phx_wire_a32_t a = { NULL, 0 };
+    if (d->err || (size_t)(d->end - d->p) / 4 < n) {
+        d->err = PHX_EPROTO;
+        return a;
+    }
+    a.p = phx_wdec_take(d, 4 * n);
+    a.n = n;
+    return a;
+}
+static inline uint32_t phx_wire_a32_u32(phx_wire_a32_t a, size_t i) { return phx_get_le32(a.p + 4 * i); }
+static inline int32_t phx_wire_a32_i32(phx_wire_a32_t a, size_t i) { return (int32_t)phx_get_le32(a.p + 4 * i); }
 
 static inline size_t phx_wdec_left(const phx_wdec_t *d) { return d->err ? 0 : (size_t)(d->end - d->p); }
 

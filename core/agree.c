@@ -311,12 +311,10 @@ static void die_tick(uv_idle_t *h)
 
 static void die_maybe_arm(phx_agree_t *a, const uint8_t *buf, size_t len)
 {
-    /* era wire header (ft/era/era.c): type at 5, gid at 8, aid at 16. */
-    if (die_point != PHX_AGREE_DIE_SENT || a->die_armed || !a->die_idle_init || len < 24)
+    phx_ft_era_peek_t pk;
+    if (die_point != PHX_AGREE_DIE_SENT || a->die_armed || !a->die_idle_init || phx_ft_era_msg_peek(buf, len, &pk))
         return;
-    uint8_t type = buf[5];
-    if ((type != 1 && type != 2) || phx_get_le64(buf + 8) != WORLD_GID ||
-        phx_get_le64(buf + 16) != die_k)
+    if ((pk.type != PHX_FT_ERA_MSG_UP && pk.type != PHX_FT_ERA_MSG_DECIDE) || pk.gid != WORLD_GID || pk.aid != die_k)
         return;
     a->die_armed = 1;
     uv_idle_start(&a->die_idle, die_tick);
@@ -327,8 +325,7 @@ static void die_maybe_arm(phx_agree_t *a, const uint8_t *buf, size_t len)
 static int era_send_cb(void *ctx, int dst, const void *buf, size_t len)
 {
     phx_agree_t *a = ctx;
-    phx_frame_hdr_t h = { .type = PHX_FT_ERA, .tag = TAG_ERA, .src = (uint64_t)a->n->rank,
-                          .dst = (uint64_t)dst };
+    phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_ERA, TAG_ERA, (uint64_t)a->n->rank, (uint64_t)dst, (uint32_t)len);
     int rc = phx_net_send(a->n->net, dst, &h, NULL, 0, buf, len, 0);
     a->era_sent[phx_ft_era_msg_type(buf, len)]++;
     a->era_unsent += rc != 0;
@@ -441,8 +438,7 @@ static void ar_send(phx_agree_t *a, int dst, int kind, const ar_inst_t *x, uint6
     phx_wenc_u64(&e, x->gid);
     phx_wenc_u64(&e, x->seq);
     phx_wenc_u64(&e, v);   /* exactly AR_LEN bytes */
-    phx_frame_hdr_t h = { .type = PHX_FT_ERA, .tag = TAG_AR, .src = (uint64_t)a->n->rank,
-                          .dst = (uint64_t)dst };
+    phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_ERA, TAG_AR, (uint64_t)a->n->rank, (uint64_t)dst, sizeof buf);
     int rc = phx_net_send(a->n->net, dst, &h, NULL, 0, buf, sizeof buf, 0);
     if (rc)   /* the notice will fail the call (allreduce is not fault tolerant) */
         PHX_DEBUG(SUB, "allreduce message to rank %d not sent: %s", dst, phx_strerror(rc));

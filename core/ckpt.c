@@ -39,6 +39,7 @@
 #include "core/cr.h"
 #include "core/recovery.h"
 #include "ft/ckpt/ckpt.h"
+#include "ft/ckpt/ckpt_msg.h"
 #include "ft/ckpt/member.h"
 #include "ft/ckpt/quiet.h"
 #include "ft/hb/ring.h"
@@ -52,8 +53,6 @@ enum {
     CK_REQ = PHX_CTRL_REC_FIRST, CK_BEGIN, CK_MARK, RB_JOIN, CK_ACK, CK_READY, CK_COMMIT,
     RB_STATE, RB_DECIDE, RB_MARK, RB_DONE, RB_GO, RB_ABORT, CK_DISK, CK_CHUNK, CK_CACK, CK_IDLE,
 };
-
-#define BLOB_MAGIC 0x4b434850u   /* "PHCK" */
 
 enum phase { PH_IDLE, PH_CK, PH_REC };
 
@@ -271,18 +270,21 @@ static int coord(const cr_t *c)
 
 /* ---- sending ------------------------------------------------------------- */
 
-static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *p);
+static void dispatch(cr_t *c, int peer, uint32_t tag, uint64_t id, const uint8_t *p, size_t len);
 static void fatal(cr_t *c, int code, const char *fmt, const char *what);
 
+/* A control message: its argument id (ckpt_msg.h, control head) and body. */
 static void ctl(cr_t *c, int peer, int tag, uint64_t id, const void *buf, size_t len)
 {
-    phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = (uint32_t)tag, .src = (uint64_t)c->self,
-                          .dst = (uint64_t)peer, .ssn = id, .len = (uint32_t)len };
     if (peer == c->self) {
-        handle_ctrl(c, c->self, &h, buf);
+        dispatch(c, c->self, (uint32_t)tag, id, buf, len);
         return;
     }
-    int rc = phx_net_send(c->n->net, peer, &h, NULL, 0, buf, len, 0);
+    uint8_t head[PHX_CK_CTL_HEAD];
+    phx_ck_ctl_enc(head, id);
+    phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_CTRL, (uint32_t)tag, (uint64_t)c->self, (uint64_t)peer,
+                                      (uint32_t)(sizeof head + len));
+    int rc = phx_net_send(c->n->net, peer, &h, head, sizeof head, buf, len, 0);
     if (rc)
         PHX_DEBUG("ckpt", "control %d to rank %d not sent: %s", tag, peer, phx_strerror(rc));
 }
@@ -368,9 +370,10 @@ static void on_async(uv_async_t *a)
  * the blob's size, so a node's state need not fit in max-frame, and the
  * receiver copies each chunk straight into the final buffer. Links are FIFO:
  * chunks arrive in order; one starting at offset 0 restarts a transfer.
- * CK_CHUNK: ssn = transfer id, u8 kind, u32 key, u64 epoch, u64 total,
- * u64 offset, data. CK_CACK: ssn = id, u8 kind, u32 key, u64 bytes received. */
-#define CHUNK_HDR 29
+ * CK_CHUNK: the transfer id (control head), a phx_ck_chunk_t, data.
+ * CK_CACK: the id, a phx_ck_cack_t. CHUNK_HDR: a chunk frame's payload
+ * ahead of its data. */
+#define CHUNK_HDR (PHX_CK_CTL_HEAD + PHX_CK_CHUNK_HDR)
 #define CHUNK ((size_t)1 << 20)
 /* Chunks are zero-copy, so the window costs no memory beyond the kernel's
  * socket buffers: a wide one saves round trips (each a wake-up of both
@@ -473,13 +476,12 @@ static void bulk_pump(cr_t *c, bulk_t *t)
            (t->off == t->acked || phx_net_queued(c->n->net, t->peer) < AHEAD)) {
         size_t k = t->total - t->off < cs ? t->total - t->off : cs;
         uint8_t pre[CHUNK_HDR];
-        pre[0] = (uint8_t)t->kind;
-        phx_put_le32(pre + 1, (uint32_t)t->key);
-        phx_put_le64(pre + 5, t->epoch);
-        phx_put_le64(pre + 13, t->total);
-        phx_put_le64(pre + 21, t->off);
-        phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = CK_CHUNK, .src = (uint64_t)c->self,
-                              .dst = (uint64_t)t->peer, .ssn = t->id, .len = (uint32_t)(CHUNK_HDR + k) };
+        phx_ck_ctl_enc(pre, t->id);
+        phx_ck_chunk_enc(pre + PHX_CK_CTL_HEAD, &(phx_ck_chunk_t){ .kind = (uint8_t)t->kind, .key = t->key,
+                                                                   .epoch = t->epoch, .total = t->total,
+                                                                   .off = t->off });
+        phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_CTRL, CK_CHUNK, (uint64_t)c->self, (uint64_t)t->peer,
+                                          (uint32_t)(CHUNK_HDR + k));
         /* A buddy copy is the store's own blob, which the pins keep alive:
          * written from where it is. A shipped copy is copied. */
         pin_t *pn = t->kind == BK_COPY ? pin_get(c, (void *)(uintptr_t)t->src) : NULL;
@@ -525,10 +527,11 @@ static void bulk_drop(cr_t *c, int kind, int which)
 
 static void on_cack(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len)
 {
-    if (len != 13)
+    phx_ck_cack_t a;
+    if (phx_ck_cack_dec(p, len, &a))
         return;
-    bulk_t *t = bulk_find(c->tx, c->ntx, peer, p[0], (int)phx_get_le32(p + 1));
-    uint64_t got = phx_get_le64(p + 5);
+    bulk_t *t = bulk_find(c->tx, c->ntx, peer, a.kind, a.key);
+    uint64_t got = a.got;
     if (!t || t->id != id || got > t->off || got < t->acked)
         return;   /* an ended or restarted transfer */
     t->acked = got;
@@ -550,11 +553,15 @@ static uint8_t *cr_rx_claim(void *st, int peer, const phx_frame_hdr_t *h, const 
 {
     cr_t *c = st;
     (void)tok;
-    if (h->tag != CK_CHUNK || h->len < PHX_NET_ZC_HEAD)
+    phx_ck_ctl_t m;
+    phx_ck_chunk_t ch;
+    /* Only the head is in: the decoders read no further than it. */
+    if (h->tag != CK_CHUNK || h->len < PHX_NET_ZC_HEAD || phx_ck_ctl_dec(p, h->len, &m) ||
+        phx_ck_chunk_dec(m.body, m.len, &ch))
         return NULL;
-    uint64_t total = phx_get_le64(p + 13), off = phx_get_le64(p + 21), k = h->len - CHUNK_HDR;
-    bulk_t *r = bulk_find(c->rx, c->nrx, peer, p[0], (int)phx_get_le32(p + 1));
-    if (!r || !off || r->claimed || r->id != h->ssn || r->off != off || r->total != total || off + k > total)
+    uint64_t total = ch.total, off = ch.off;
+    bulk_t *r = bulk_find(c->rx, c->nrx, peer, ch.kind, ch.key);
+    if (!r || !off || r->claimed || r->id != m.arg || r->off != off || r->total != total)
         return NULL;
     r->claimed = 1;
     r->net = c->n->net;
@@ -566,7 +573,11 @@ static void cr_rx_claimed(void *st, int peer, const phx_frame_hdr_t *h, const ui
     cr_t *c = st;
     (void)tok;
     /* Still there: dropping a claimed transfer unclaims it first. */
-    bulk_t *r = bulk_find(c->rx, c->nrx, peer, p[0], (int)phx_get_le32(p + 1));
+    phx_ck_ctl_t m;
+    phx_ck_chunk_t ch;
+    if (phx_ck_ctl_dec(p, h->len, &m) || phx_ck_chunk_dec(m.body, m.len, &ch))
+        return;
+    bulk_t *r = bulk_find(c->rx, c->nrx, peer, ch.kind, ch.key);
     if (!r || !r->claimed)
         return;
     r->claimed = 0;
@@ -578,12 +589,13 @@ static void cr_rx_claimed(void *st, int peer, const phx_frame_hdr_t *h, const ui
 
 static void on_chunk(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len)
 {
-    if (len < CHUNK_HDR)
+    phx_ck_chunk_t ch;
+    if (phx_ck_chunk_dec(p, len, &ch))
         return;
-    int kind = p[0], key = (int)phx_get_le32(p + 1);
-    uint64_t epoch = phx_get_le64(p + 5), total = phx_get_le64(p + 13), off = phx_get_le64(p + 21);
-    size_t k = len - CHUNK_HDR;
-    if ((kind != BK_COPY && kind != BK_XFER && kind != BK_MIG) || key < 0 || key >= c->size || off + k > total)
+    int kind = ch.kind, key = ch.key;
+    uint64_t epoch = ch.epoch, total = ch.total, off = ch.off;
+    size_t k = len - PHX_CK_CHUNK_HDR;
+    if ((kind != BK_COPY && kind != BK_XFER && kind != BK_MIG) || key < 0 || key >= c->size)
         return;
     bulk_t *r = bulk_find(c->rx, c->nrx, peer, kind, key);
     if (off == 0) {
@@ -606,7 +618,7 @@ static void on_chunk(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t le
     }
     if (!r || r->id != id || r->off != off || r->total != total || r->claimed)
         return;   /* the rest of a transfer whose start was refused or restarted */
-    memcpy(r->dst + off, p + CHUNK_HDR, k);
+    memcpy(r->dst + off, p + PHX_CK_CHUNK_HDR, k);
     chunk_in(c, peer, r, k);
 }
 
@@ -617,10 +629,8 @@ static void chunk_in(cr_t *c, int peer, bulk_t *r, size_t k)
     uint64_t id = r->id;
     int kind = r->kind, key = r->key;
     r->off += k;
-    uint8_t ack[13];
-    ack[0] = (uint8_t)kind;
-    phx_put_le32(ack + 1, (uint32_t)key);
-    phx_put_le64(ack + 5, r->off);
+    uint8_t ack[PHX_CK_CACK_LEN];
+    phx_ck_cack_enc(ack, &(phx_ck_cack_t){ .kind = (uint8_t)kind, .key = key, .got = r->off });
     ctl(c, peer, CK_CACK, id, ack, sizeof ack);
     if (r->off == r->total)
         on_bulk_done(c, r);
@@ -630,37 +640,24 @@ static void chunk_in(cr_t *c, int peer, bulk_t *r, size_t k)
 
 static void enc_msg(phx_wenc_t *e, const phx_msg_t *m)
 {
-    phx_wenc_u8(e, m->kind);
-    phx_wenc_u16(e, m->type_id);
-    phx_wenc_u64(e, m->hdr.src);
-    phx_wenc_u64(e, m->hdr.dst);
-    phx_wenc_u64(e, m->hdr.ssn);
-    phx_wenc_u32(e, m->hdr.tag);
-    phx_wenc_u32(e, m->hdr.len);
-    phx_wenc_bytes(e, m->data, m->hdr.len);
+    phx_ck_msgrec_enc(e, &(phx_ck_msgrec_t){ .kind = m->kind, .type = m->type_id, .src = m->hdr.src,
+                                             .dst = m->hdr.dst, .ssn = m->hdr.ssn, .tag = m->hdr.tag,
+                                             .len = m->hdr.len, .data = m->data });
 }
 
 static phx_msg_t *dec_msg(phx_wdec_t *d)
 {
-    uint8_t kind = phx_wdec_u8(d);
-    uint16_t type = phx_wdec_u16(d);
-    phx_frame_hdr_t h = { 0 };
-    h.src = phx_wdec_u64(d);
-    h.dst = phx_wdec_u64(d);
-    h.ssn = phx_wdec_u64(d);
-    h.tag = phx_wdec_u32(d);
-    h.len = phx_wdec_u32(d);
-    const uint8_t *data = phx_wdec_take(d, h.len);
-    if (!data || (kind != PHX_MK_APP && kind != PHX_MK_SPAWN))
+    phx_ck_msgrec_t r;
+    if (phx_ck_msgrec_dec(d, &r) || (r.kind != PHX_MK_APP && r.kind != PHX_MK_SPAWN))
         return NULL;
-    phx_msg_t *m = phx_msg_alloc(h.len);
+    phx_msg_t *m = phx_msg_alloc(r.len);
     if (!m)
         return NULL;
-    m->kind = kind;
-    m->type_id = type;
-    m->hdr = h;
+    m->kind = r.kind;
+    m->type_id = r.type;
+    m->hdr = (phx_frame_hdr_t){ .src = r.src, .dst = r.dst, .ssn = r.ssn, .tag = r.tag, .len = r.len };
     m->peer = -1;   /* restored: not a remote arrival for the inbound counters */
-    memcpy(m->data, data, h.len);
+    memcpy(m->data, r.data, r.len);
     return m;
 }
 
@@ -712,9 +709,7 @@ static void enc_queue(const cr_t *c, phx_wenc_t *e, struct cds_wfcq_head *h, str
 static void enc_task(phx_wenc_t *e, const phx_task_t *t)
 {
     const phx_type_t *ty = &phx_types[t->type];
-    phx_wenc_u64(e, t->id);
-    phx_wenc_u16(e, t->type);
-    phx_wenc_u64(e, t->rsn);
+    phx_ck_task_head_enc(e, &(phx_ck_task_head_t){ .id = t->id, .type = t->type, .rsn = t->rsn });
     enc_map(e, &t->out_ssn);
     enc_map(e, &t->in_ssn);
     uint8_t *lenp = phx_wenc_reserve(e, 4);
@@ -734,7 +729,7 @@ static void enc_task(phx_wenc_t *e, const phx_task_t *t)
         e->err = k == PHX_ENOSPC || k == PHX_ERANGE ? PHX_ENOSPC : k;
         return;
     }
-    phx_put_le32(lenp, (uint32_t)k);
+    phx_wenc_patch_u32(lenp, (uint32_t)k);
     e->p += k;
     phx_wenc_u32(e, phx_held_len(&t->held));
     size_t i = 0;
@@ -794,8 +789,8 @@ static void sec_queued(cr_t *c, phx_wenc_t *e, const void *unused)
                     q++;
                 }
     }
-    if (cnt && !e->err)
-        phx_put_le32(cnt, q);
+    if (!e->err)
+        phx_wenc_patch_u32(cnt, q);
     c->ck_queued = q;
 }
 
@@ -813,32 +808,25 @@ static void sec_gone(cr_t *c, phx_wenc_t *e, const void *unused)
                 g++;
             }
     }
-    if (cnt && !e->err)
-        phx_put_le32(cnt, g);
+    if (!e->err)
+        phx_wenc_patch_u32(cnt, g);
 }
 
-/* A blob's second word: the rank in the low half, the creator its ids
- * carry less the rank in the high half (0 but for a newcomer taken in
- * without its checkpoint: node.h, creator). */
-static uint32_t blob_origin(phx_node_t *n)
+/* A blob's head (ckpt_msg.h): rank, the creator its ids carry (node.h,
+ * creator), spawn counter, task count; then the tasks, queued messages and
+ * finished ids, each section led by its count. */
+static void enc_head(phx_wenc_t *e, phx_node_t *n, uint32_t ntasks)
 {
-    return (uint32_t)(uint16_t)(atomic_load(&n->creator) - n->rank) << 16 | (uint16_t)n->rank;
-}
-
-/* A blob's head: magic, origin, spawn counter; then tasks, queued
- * messages and finished ids, each section led by its count. */
-static void enc_head(phx_wenc_t *e, phx_node_t *n)
-{
-    phx_wenc_u32(e, BLOB_MAGIC);
-    phx_wenc_u32(e, blob_origin(n));
-    phx_wenc_u32(e, atomic_load(&n->next_seq));
+    phx_ck_blob_head_enc(e, &(phx_ck_blob_head_t){ .rank = (uint16_t)n->rank,
+                                                   .creator = (uint16_t)atomic_load(&n->creator),
+                                                   .seq = atomic_load(&n->next_seq), .ntasks = ntasks });
 }
 
 /* The creator a blob's ids carry. */
 static uint16_t blob_creator(const void *blob, size_t len)
 {
-    uint32_t o = len >= 8 ? phx_get_le32((const uint8_t *)blob + 4) : 0;
-    return (uint16_t)((o & 0xffff) + (o >> 16));
+    phx_ck_blob_head_t h;
+    return phx_ck_blob_head_get(blob, len, &h) ? 0 : h.creator;
 }
 
 /* Everything on this node that belongs to the application: tasks (with
@@ -848,14 +836,13 @@ static uint16_t blob_creator(const void *blob, size_t len)
 static int encode_node(cr_t *c, phx_wenc_t *e)
 {
     phx_node_t *n = c->n;
-    enc_head(e, n);
     uint32_t nt = 0, done = 0;
     for (int i = 0; i < n->nworkers; i++) {
         const phx_map_t *m = &n->workers[i].tasks;
         for (size_t k = 0; k < m->cap; k++)
             nt += m->keys[k] && enc_keep(c, m->keys[k]);
     }
-    phx_wenc_u32(e, nt);
+    enc_head(e, n, nt);
     int rc = e->err;
     for (int i = 0; i < n->nworkers && !rc; i++) {
         phx_map_t *m = &n->workers[i].tasks;
@@ -967,37 +954,20 @@ static int host_in(const cr_t *c, const int *loc, phx_tid_t id)
     return h < 0 || h >= c->nhome ? -1 : loc[h * PHX_LOC_SLICES + phx_loc_slice(id)];
 }
 
-static void skip_msgs(phx_wdec_t *d)
-{
-    uint32_t k = phx_wdec_u32(d);
-    for (uint32_t i = 0; i < k && !d->err; i++) {
-        phx_wdec_take(d, 1 + 2 + 8 + 8 + 8 + 4);
-        phx_wdec_take(d, phx_wdec_u32(d));
-    }
-}
-
-/* Skips a task that another rank hosts (loc) instead of building it. */
-static int skip_task(phx_wdec_t *d)
-{
-    phx_wdec_take(d, 2 + 8);
-    phx_wdec_take(d, (size_t)phx_wdec_u32(d) * 16);   /* out_ssn */
-    phx_wdec_take(d, (size_t)phx_wdec_u32(d) * 16);   /* in_ssn */
-    phx_wdec_take(d, phx_wdec_u32(d));                /* state */
-    skip_msgs(d);                                     /* held back */
-    return d->err;
-}
-
 /* Rebuilds one task, or skips it when loc puts it on another rank. */
 static int restore_task(cr_t *c, phx_wdec_t *d, const int *keep, uint32_t *nt)
 {
     phx_node_t *n = c->n;
-    phx_tid_t id = phx_wdec_u64(d);
-    if (keep && !d->err && host_in(c, keep, id) != c->self)
-        return skip_task(d);
+    phx_ck_task_head_t th;
+    if (phx_ck_task_head_dec(d, &th))
+        return PHX_EPROTO;
+    phx_tid_t id = th.id;
+    if (keep && host_in(c, keep, id) != c->self)
+        return phx_ck_task_skip(d);   /* another rank hosts it (loc) */
     (*nt)++;
-    uint16_t type = phx_wdec_u16(d);
-    uint64_t rsn = phx_wdec_u64(d);
-    if (d->err || type >= phx_ntypes || !id)
+    uint16_t type = th.type;
+    uint64_t rsn = th.rsn;
+    if (type >= phx_ntypes || !id)
         return PHX_EPROTO;
     const phx_type_t *ty = &phx_types[type];
     phx_task_t *t = calloc(1, sizeof *t + ty->state_size);
@@ -1051,7 +1021,8 @@ static int restore_task(cr_t *c, phx_wdec_t *d, const int *keep, uint32_t *nt)
  * own: the blob is this node's (its spawn counter comes back too). */
 static uint32_t blob_seq(const void *blob, size_t len)
 {
-    return len >= 12 ? phx_get_le32((const uint8_t *)blob + 8) : 0;
+    phx_ck_blob_head_t h;
+    return phx_ck_blob_head_get(blob, len, &h) ? 0 : h.seq;
 }
 
 /* Keeps the spawn counter ahead of every id this rank ever made. */
@@ -1068,15 +1039,14 @@ static int restore_blob(cr_t *c, const void *blob, size_t len, int own, const in
     phx_node_t *n = c->n;
     phx_wdec_t d;
     phx_wdec_init(&d, blob, len);
-    if (phx_wdec_u32(&d) != BLOB_MAGIC)
+    phx_ck_blob_head_t head;
+    if (phx_ck_blob_head_dec(&d, &head))
         return PHX_EPROTO;
-    phx_wdec_u32(&d);   /* rank of origin */
-    uint32_t seq = phx_wdec_u32(&d);
     if (own) {
-        atomic_store(&n->next_seq, seq);
-        atomic_store(&n->creator, blob_creator(blob, len));
+        atomic_store(&n->next_seq, head.seq);
+        atomic_store(&n->creator, head.creator);
     }
-    uint32_t nt = phx_wdec_u32(&d);
+    uint32_t nt = head.ntasks;
     for (uint32_t i = 0; i < nt; i++) {
         int rc = restore_task(c, &d, keep, ntasks);
         if (rc)
@@ -1111,11 +1081,9 @@ static void fatal(cr_t *c, int code, const char *fmt, const char *what)
 
 static void on_all_ready(cr_t *c, uint64_t id);
 static void maybe_probe(cr_t *c);
-static uint8_t *enc_epoch_set(cr_t *c, uint64_t e, int flag, size_t *len);
-static size_t join_len(const cr_t *c);
+static void ctl_eset(cr_t *c, int tag, uint64_t id, uint64_t e, int flags, int joins, const int *loc,
+                     const int *buddy);
 static int joins_ready(const cr_t *c);
-static void ctl_joins(cr_t *c, int tag, uint64_t id, uint8_t *buf, size_t len, int joins, const int *loc,
-                      const int *buddy);
 
 /* The table that puts every slice whose home rank is live back on it
  * (from c->loc into t); 1 when some slice moves. Only where a partial round
@@ -1145,7 +1113,7 @@ static void begin_checkpoint(cr_t *c)
         c->ck_deferred = 1;
         return;
     }
-    uint64_t id = (uint64_t)c->ndead << 32 | e;
+    uint64_t id = phx_ck_id((uint32_t)c->ndead, (uint32_t)e);
     int32_t *b = malloc((size_t)c->size * sizeof *b);
     if (!b) {
         fatal(c, 1, "%s", "out of memory starting a checkpoint");
@@ -1154,59 +1122,50 @@ static void begin_checkpoint(cr_t *c)
     for (int r = 0; r < c->size; r++)
         b[r] = c->dead[r] ? -1 : phx_ck_buddy(c->size, c->ring, c->dead, r);
     /* BEGIN: the buddies, then the table when slices go home. */
-    size_t len = (size_t)c->size * 4, tl = (size_t)c->nloc * 4;
-    uint8_t *buf = malloc(len + tl);
+    size_t cap = ((size_t)c->size + (size_t)c->nloc) * 4;
+    uint8_t *buf = malloc(cap);
     if (!buf) {
         free(b);
         fatal(c, 1, "%s", "out of memory starting a checkpoint");
         return;
     }
-    phx_wenc_t en;
-    phx_wenc_init(&en, buf, len + tl);
-    for (int r = 0; r < c->size; r++)
-        phx_wenc_i32(&en, b[r]);
-    if (home_table(c, c->mig_loc)) {
-        for (int i = 0; i < c->nloc; i++)
-            phx_wenc_i32(&en, c->mig_loc[i]);
-        len += tl;
-    }
+    phx_ck_begin_t bm = { .buddy = b, .loc = home_table(c, c->mig_loc) ? c->mig_loc : NULL };
+    long len = phx_ck_begin_enc(&bm, c->size, c->nloc, buf, cap);
     phx_ck_commit_begin(&c->commit, e);
     c->commit_id = id;
     phx_ck_quiet_begin(&c->quiet, id);
-    ctl_all(c, CK_BEGIN, id, buf, len, 1);
+    ctl_all(c, CK_BEGIN, id, buf, (size_t)len, 1);
     free(buf);
     free(b);
 }
 
 static void on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
 {
-    size_t bl = (size_t)c->size * 4;
-    if (c->phase != PH_IDLE || (int)(id >> 32) != c->ndead || (len != bl && len != bl + (size_t)c->nloc * 4))
+    phx_ck_begin_t m;
+    if (c->phase != PH_IDLE || (int)phx_ck_id_round(id) != c->ndead || phx_ck_begin_dec(p, len, c->size, c->nloc, &m))
         return;   /* a failure is being handled, or a stale round */
-    for (size_t i = bl; i < len; i += 4) {
-        int r = (int32_t)phx_get_le32(p + i);
+    for (size_t i = 0; i < m.table.n; i++) {
+        int r = phx_wire_a32_i32(m.table, i);
         if (r < 0 || r >= c->size || c->dead[r]) {
             PHX_WARN("ckpt", "checkpoint %llu: BEGIN moves a slice to rank %d, not a live rank; ignored",
-                     (unsigned long long)(id & 0xffffffffu), r);
+                     (unsigned long long)phx_ck_id_epoch(id), r);
             return;
         }
     }
-    uint64_t e = id & 0xffffffffu;
+    uint64_t e = phx_ck_id_epoch(id);
     phx_ck_copy_t *slot = phx_ck_store_open(&c->store, e);
     if (!slot) {
         fatal(c, 1, "%s", "checkpoint slot busy (internal error)");
         return;
     }
-    phx_wdec_t d;
-    phx_wdec_init(&d, p, len);
     for (int r = 0; r < c->size; r++) {
-        c->buddy[r] = phx_wdec_i32(&d);
+        c->buddy[r] = phx_wire_a32_i32(m.buddies, (size_t)r);
         slot->buddy[r] = c->buddy[r];
     }
     memcpy(slot->loc, c->loc, (size_t)c->nloc * sizeof *c->loc);
-    if (len > bl) {   /* slices go home at this cut: the epoch holds them there */
+    if (m.table.n) {   /* slices go home at this cut: the epoch holds them there */
         for (int i = 0; i < c->nloc; i++)
-            c->mig_loc[i] = phx_wdec_i32(&d);
+            c->mig_loc[i] = phx_wire_a32_i32(m.table, (size_t)i);
         memcpy(c->mig_from, c->loc, (size_t)c->nloc * sizeof *c->loc);
         memcpy(slot->loc, c->mig_loc, (size_t)c->nloc * sizeof *c->loc);
         memset(c->mig_in_done, 0, (size_t)c->size);
@@ -1260,7 +1219,8 @@ static int migrate(cr_t *c)
                 c->mig_out[r] = b;
                 rc = bulk_send(c, BK_MIG, r, c->self, c->ck_id, c->ck_epoch, b, len);
             }
-            sent += b ? phx_get_le32((const uint8_t *)b + 12) : 0;
+            phx_ck_blob_head_t bh;
+            sent += b && !phx_ck_blob_head_get(b, len, &bh) ? bh.ntasks : 0;
         }
         if (leaves && !rc) {
             void *own = NULL;
@@ -1384,8 +1344,8 @@ static void ck_progress(cr_t *c)
     }
     if (c->acked && !c->ready_sent) {
         c->ready_sent = 1;
-        uint8_t q[8];
-        phx_put_le64(q, c->ck_queued);
+        uint8_t q[PHX_CK_READY_LEN];
+        phx_ck_ready_enc(q, c->ck_queued);
         ctl(c, coord(c), CK_READY, c->ck_id, q, sizeof q);
     }
 }
@@ -1401,17 +1361,15 @@ static void on_all_ready(cr_t *c, uint64_t id)
     int done = c->cut && phx_ck_quiet_decide(&c->quiet, id, c->dead, probe, phx_now_ns() / 1000000);
     /* Message logging recovered a lost rank without its respawn (see mig):
      * the newcomer is taken in here, hosting nothing in this epoch. */
-    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, id & 0xffffffffu);
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, phx_ck_id_epoch(id));
     if (c->partial_ok && slot && !done && joins_ready(c)) {
-        size_t len;
-        uint8_t *buf = enc_epoch_set(c, id & 0xffffffffu, 0, &len);
-        ctl_joins(c, CK_COMMIT, id, buf, len, 1, slot->loc, slot->buddy);
+        ctl_eset(c, CK_COMMIT, id, phx_ck_id_epoch(id), 0, 1, slot->loc, slot->buddy);
         return;
     }
     ctl_all(c, CK_COMMIT, id, NULL, 0, 1);
     if (done && !atomic_load(&c->n->stopping)) {
-        PHX_INFO("td", "cut: global termination detected at epoch %llu", (unsigned long long)(id & 0xffffffffu));
-        phx_evlog("td_declare", "\"td\":\"cut\",\"epoch\":%llu", (unsigned long long)(id & 0xffffffffu));
+        PHX_INFO("td", "cut: global termination detected at epoch %llu", (unsigned long long)phx_ck_id_epoch(id));
+        phx_evlog("td_declare", "\"td\":\"cut\",\"epoch\":%llu", (unsigned long long)phx_ck_id_epoch(id));
         phx_node_exit(c->n, c->n->exit_code, 1);
     }
 }
@@ -1443,7 +1401,7 @@ static void on_idle_timer(uv_timer_t *t)
     maybe_probe(c);   /* the coordinator: a gap may have passed since the last report */
 }
 
-static int take_in(cr_t *c, const uint8_t *q);
+static int take_in(cr_t *c, const phx_ck_eset_t *m);
 static void join_at_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len);
 
 /* With ckpt-dir: this node's file of committed epoch e. */
@@ -1470,8 +1428,9 @@ static void on_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
     phx_ck_store_commit(&c->store, c->ck_epoch);
     /* A rank taken in at the last commit may coordinate from here on. */
     memset(c->fresh, 0, (size_t)c->size);
-    int joins = len == 9 + (size_t)c->size + join_len(c);
-    int rc = joins ? take_in(c, p + 9 + c->size) : 0;
+    phx_ck_eset_t m;
+    int joins = len && !phx_ck_eset_dec(p, len, c->size, c->nloc, &m) && m.joins;
+    int rc = joins ? take_in(c, &m) : 0;
     if (rc) {
         fatal(c, 1, "taking a rank back in failed: %s", phx_strerror(rc));
         return;
@@ -1540,29 +1499,36 @@ static void on_disk_ok(cr_t *c, int peer, uint64_t e)
 
 /* ---- recovery -------------------------------------------------------------- */
 
-/* STATE and DECIDE payloads: an epoch, this node's dead set and, with
- * flag >= 0, one byte more. malloc'd; NULL after ending the job. */
-static uint8_t *enc_epoch_set(cr_t *c, uint64_t e, int flag, size_t *len)
+/* STATE, DECIDE and COMMIT-with-joins payloads (phx_ck_eset_t): epoch e,
+ * this node's dead set, flags; with joins the newcomers' tail (loc,
+ * buddy: the tables they take; buddy NULL: none). malloc'd; NULL after
+ * ending the job. */
+static uint8_t *enc_eset(cr_t *c, uint64_t e, int flags, int joins, const int *loc, const int *buddy, size_t *len)
 {
-    *len = 8 + (size_t)c->size + (flag >= 0);
-    uint8_t *buf = malloc(*len);
-    if (!buf) {
+    size_t cap = phx_ck_eset_len(c->size, c->nloc, joins);
+    uint8_t *buf = malloc(cap);
+    uint32_t *incs = joins ? calloc((size_t)c->size, sizeof *incs) : NULL;
+    if (!buf || (joins && !incs)) {
+        free(buf);
+        free(incs);
         fatal(c, 1, "%s", "out of memory in the recovery protocol");
         return NULL;
     }
-    phx_wenc_t en;
-    phx_wenc_init(&en, buf, *len);
-    phx_wenc_u64(&en, e);
-    phx_wenc_bytes(&en, c->dead, (size_t)c->size);
-    if (flag >= 0)
-        phx_wenc_u8(&en, (uint8_t)flag);
+    for (int x = 0; joins && x < c->size; x++) {
+        uint32_t inc = 0;
+        incs[x] = c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc) ? inc : 0;
+    }
+    phx_ck_eset_t m = { .epoch = e, .dead = c->dead, .flags = (uint8_t)flags, .joins = joins,
+                        .view = (uint16_t)(c->view + 1), .incs = incs, .loc = loc, .buddy = buddy };
+    *len = (size_t)phx_ck_eset_enc(&m, c->size, c->nloc, buf, cap);
+    free(incs);
     return buf;
 }
 
 static void rb_send_state(cr_t *c)
 {
     size_t len;
-    uint8_t *buf = enc_epoch_set(c, c->store.committed, c->pr, &len);
+    uint8_t *buf = enc_eset(c, c->store.committed, c->pr, 0, NULL, NULL, &len);
     if (!buf)
         return;
     ctl(c, coord(c), RB_STATE, (uint64_t)c->ndead, buf, len);
@@ -1733,7 +1699,8 @@ static void *empty_blob(cr_t *c, uint64_t e, size_t *len)
         phx_node_exit(n, PHX_EXIT_CKPT_LOST, 1);
         return NULL;
     }
-    uint8_t *blob = malloc(24);
+    size_t bl = PHX_CK_BLOB_HEAD + 8;
+    uint8_t *blob = malloc(bl);
     if (!blob) {
         fatal(c, 1, "%s", "out of memory taking this rank back in");
         return NULL;
@@ -1741,12 +1708,11 @@ static void *empty_blob(cr_t *c, uint64_t e, size_t *len)
     atomic_store(&n->creator, (uint16_t)cr);
     atomic_store(&n->next_seq, 0);
     phx_wenc_t en;
-    phx_wenc_init(&en, blob, 24);
-    enc_head(&en, n);
-    phx_wenc_u32(&en, 0);   /* tasks */
+    phx_wenc_init(&en, blob, bl);
+    enc_head(&en, n, 0);    /* no tasks */
     phx_wenc_u32(&en, 0);   /* queued */
     phx_wenc_u32(&en, 0);   /* finished */
-    *len = 24;
+    *len = bl;
     phx_evlog("rejoin_empty", "\"epoch\":%llu,\"creator\":%ld", (unsigned long long)e, cr);
     return blob;
 }
@@ -1949,10 +1915,8 @@ static void rb_try_decide(cr_t *c)
     }
     if (bad) {
         c->decided_ndead = c->ndead;
-        int32_t why[2] = { lost, lost_buddy };
-        uint8_t buf[8];
-        phx_put_le32(buf, (uint32_t)why[0]);
-        phx_put_le32(buf + 4, (uint32_t)why[1]);
+        uint8_t buf[PHX_CK_ABORT_LEN];
+        phx_ck_abort_enc(buf, &(phx_ck_abort_t){ .lost = lost, .buddy = lost_buddy });
         for (int x = 0; x < c->size; x++)   /* newcomers connected here wait for nothing more */
             if (c->dead[x] && c->rj_inc[x])
                 ctl(c, x, RB_ABORT, e, buf, sizeof buf);
@@ -2001,13 +1965,6 @@ static void rb_try_decide(cr_t *c)
     send_decision(c, e, disk | (partial ? 2 : 0) | (seq ? 4 : 0));
 }
 
-/* DECIDE's tail when ranks are taken in: u16 view, u32 incarnation per
- * rank (0: not taken in), the epoch's relocation table and buddies. */
-static size_t join_len(const cr_t *c)
-{
-    return 2 + 4 * (size_t)c->size + 4 * (size_t)c->nloc + 4 * (size_t)c->size;
-}
-
 /* Whether some lost rank's newcomer is connected to every live rank. */
 static int joins_ready(const cr_t *c)
 {
@@ -2018,31 +1975,18 @@ static int joins_ready(const cr_t *c)
     return 0;
 }
 
-/* Sends buf (an epoch set) to every live rank, with the join tail when
+/* Sends an epoch set to every live rank, with the join tail when
  * newcomers are ready: they get it first, as they are not members yet.
- * loc, buddy: the tables they take (NULL buddy: none). Frees buf. */
-static void ctl_joins(cr_t *c, int tag, uint64_t id, uint8_t *buf, size_t len, int joins, const int *loc,
-                      const int *buddy)
+ * loc, buddy: the tables they take (NULL buddy: none). */
+static void ctl_eset(cr_t *c, int tag, uint64_t id, uint64_t e, int flags, int joins, const int *loc,
+                     const int *buddy)
 {
-    uint8_t *b2 = buf && joins ? realloc(buf, len + join_len(c)) : buf;
-    if (!b2) {
-        free(buf);
-        fatal(c, 1, "%s", "out of memory in the recovery protocol");
+    size_t len;
+    uint8_t *buf = enc_eset(c, e, flags, joins, loc, buddy, &len);
+    if (!buf)
         return;
-    }
-    buf = b2;
     if (joins) {
         uint32_t inc = 0;
-        phx_wenc_t en;
-        phx_wenc_init(&en, buf + len, join_len(c));
-        phx_wenc_u16(&en, (uint16_t)(c->view + 1));
-        for (int x = 0; x < c->size; x++)
-            phx_wenc_u32(&en, c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc) ? inc : 0);
-        for (int i = 0; i < c->nloc; i++)
-            phx_wenc_i32(&en, loc[i]);
-        for (int r = 0; r < c->size; r++)
-            phx_wenc_i32(&en, buddy ? buddy[r] : -1);
-        len += join_len(c);
         for (int x = 0; x < c->size; x++)
             if (c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc))
                 ctl(c, x, tag, id, buf, len);
@@ -2055,21 +1999,19 @@ static void send_decision(cr_t *c, uint64_t e, int disk)
 {
     c->decided_ndead = c->ndead;
     memset(c->done, 0, (size_t)c->size);
-    size_t len;
-    uint8_t *buf = enc_epoch_set(c, e, disk, &len);
     phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
     int use = slot && !disk;
     /* A partial round takes nobody in (on_all_ready does, at a commit). */
-    ctl_joins(c, RB_DECIDE, (uint64_t)c->ndead, buf, len, !(disk & 2) && joins_ready(c), use ? slot->loc : c->loc,
-              use ? slot->buddy : NULL);
+    ctl_eset(c, RB_DECIDE, (uint64_t)c->ndead, e, disk, !(disk & PHX_CK_D_PARTIAL) && joins_ready(c),
+             use ? slot->loc : c->loc, use ? slot->buddy : NULL);
 }
 
 /* Reports a newcomer connected here to the coordinator (again after the
  * coordinator changed). */
 static void rj_report(cr_t *c, int x)
 {
-    uint8_t b[4];
-    phx_put_le32(b, c->rj_inc[x]);
+    uint8_t b[PHX_CK_JOIN_LEN];
+    phx_ck_join_enc(b, c->rj_inc[x]);
     ctl(c, coord(c), RB_JOIN, (uint64_t)x, b, sizeof b);
 }
 
@@ -2130,8 +2072,9 @@ static void on_rj_timer(uv_timer_t *t)
 
 static void on_join(cr_t *c, int peer, uint64_t x, const uint8_t *p, size_t len)
 {
-    if (len == 4 && x < (uint64_t)c->size && coord(c) == c->self &&
-        phx_ck_join_seen(&c->join, peer, (int)x, phx_get_le32(p))) {
+    uint32_t inc;
+    if (!phx_ck_join_dec(p, len, &inc) && x < (uint64_t)c->size && coord(c) == c->self &&
+        phx_ck_join_seen(&c->join, peer, (int)x, inc)) {
         rb_try_decide(c);
         if (c->partial_ok && c->phase == PH_IDLE && joins_ready(c))
             begin_checkpoint(c);   /* taken in at its commit (on_all_ready) */
@@ -2140,13 +2083,11 @@ static void on_join(cr_t *c, int peer, uint64_t x, const uint8_t *p, size_t len)
 
 /* Takes the newcomers of a DECIDE in: members again, with a new detector
  * view (their old incarnations stay dead: the transport refuses them). */
-static int take_in(cr_t *c, const uint8_t *q)
+static int take_in(cr_t *c, const phx_ck_eset_t *m)
 {
-    phx_wdec_t d;
-    phx_wdec_init(&d, q, join_len(c));
-    c->view = phx_wdec_u16(&d);
+    c->view = m->view;
     for (int x = 0; x < c->size; x++) {
-        uint32_t inc = c->rj_new[x] = phx_wdec_u32(&d);
+        uint32_t inc = c->rj_new[x] = phx_wire_a32_u32(m->inc, (size_t)x);
         if (!inc)
             continue;
         c->dead[x] = 0;
@@ -2156,9 +2097,9 @@ static int take_in(cr_t *c, const uint8_t *q)
         phx_evlog("rejoin", "\"rank\":%d,\"inc\":%u,\"view\":%u", x, inc, (unsigned)c->view);
     }
     for (int i = 0; i < c->nloc; i++)
-        c->rj_loc[i] = phx_wdec_i32(&d);
+        c->rj_loc[i] = phx_wire_a32_i32(m->table, (size_t)i);
     for (int r = 0; r < c->size; r++)
-        c->rj_buddy[r] = phx_wdec_i32(&d);
+        c->rj_buddy[r] = phx_wire_a32_i32(m->buddies, (size_t)r);
     for (int r = 0; c->joining && r < c->size; r++)
         if (c->dead[r])
             phx_net_close_peer(c->n->net, r, "dead before this rank rejoined");
@@ -2180,13 +2121,14 @@ static int take_in(cr_t *c, const uint8_t *q)
 static void join_at_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
 {
     phx_node_t *n = c->n;
-    size_t base = 9 + (size_t)c->size;
-    if (len != base + join_len(c) || phx_get_le32(p + base + 2 + 4 * (size_t)c->self) != n->inc)
+    phx_ck_eset_t m;
+    if (phx_ck_eset_dec(p, len, c->size, c->nloc, &m) || !m.joins ||
+        phx_wire_a32_u32(m.inc, (size_t)c->self) != n->inc)
         return;
-    uint64_t e = id & 0xffffffffu;
-    c->ndead = (int)(id >> 32);
-    memcpy(c->dead, p + 8, (size_t)c->size);
-    int rc = take_in(c, p + base);
+    uint64_t e = phx_ck_id_epoch(id);
+    c->ndead = (int)phx_ck_id_round(id);
+    memcpy(c->dead, m.dead, (size_t)c->size);
+    int rc = take_in(c, &m);
     if (rc) {
         fatal(c, 1, "taking this rank back in failed: %s", phx_strerror(rc));
         return;
@@ -2249,22 +2191,22 @@ static int cr_on_failure(void *st, int rank)
 
 static void on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
 {
-    size_t base = 9 + (size_t)c->size;
-    int joins = len == base + join_len(c);
-    if (len != base && !joins)
+    phx_ck_eset_t m;
+    if (phx_ck_eset_dec(p, len, c->size, c->nloc, &m))
         return;
+    int joins = m.joins;
     if (c->joining) {   /* ours only if it takes this incarnation in */
-        if (!joins || phx_get_le32(p + base + 2 + 4 * (size_t)c->self) != c->n->inc)
+        if (!joins || phx_wire_a32_u32(m.inc, (size_t)c->self) != c->n->inc)
             return;
         c->ndead = (int)round;
-        memcpy(c->dead, p + 8, (size_t)c->size);
-    } else if ((int)round != c->ndead || c->phase != PH_REC || memcmp(p + 8, c->dead, (size_t)c->size)) {
+        memcpy(c->dead, m.dead, (size_t)c->size);
+    } else if ((int)round != c->ndead || c->phase != PH_REC || memcmp(m.dead, c->dead, (size_t)c->size)) {
         return;   /* stale: a newer failure is known here */
     }
-    c->rb_epoch = phx_get_le64(p);
-    c->rb_disk = p[8 + c->size] & 1;
-    c->rb_partial = (p[8 + c->size] >> 1) & 1;
-    c->rb_seq = (p[8 + c->size] >> 2) & 1;
+    c->rb_epoch = m.epoch;
+    c->rb_disk = !!(m.flags & PHX_CK_D_DISK);
+    c->rb_partial = !!(m.flags & PHX_CK_D_PARTIAL);
+    c->rb_seq = !!(m.flags & PHX_CK_D_SEQ);
     if (c->rb_partial) {
         uv_timer_stop(&c->rj_timer);   /* nobody waits for a respawn: it is taken in at a later commit */
         for (int r = 0; r < c->size; r++)   /* an aborted checkpoint's markers must not count for its redo */
@@ -2272,7 +2214,7 @@ static void on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
                 c->filt.ck_mark[r] = c->store.committed;
     }
     memcpy(c->lost, c->dead, (size_t)c->size);
-    int rc = joins ? take_in(c, p + base) : 0;
+    int rc = joins ? take_in(c, &m) : 0;
     if (rc) {
         fatal(c, 1, "taking a rank back in failed: %s", phx_strerror(rc));
         return;
@@ -2352,98 +2294,114 @@ static void on_bulk_done(cr_t *c, bulk_t *r)
 
 static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *p)
 {
-    cr_t *c = st;
-    size_t len = h->len;
+    phx_ck_ctl_t m;
+    if (phx_ck_ctl_dec(p, h->len, &m)) {
+        PHX_WARN("ckpt", "recovery control tag %u from rank %d without its head; ignored", h->tag, peer);
+        return;
+    }
+    dispatch(st, peer, h->tag, m.arg, m.body, m.len);
+}
+
+/* One control message, from the wire or from this node itself. */
+static void dispatch(cr_t *c, int peer, uint32_t tag, uint64_t id, const uint8_t *p, size_t len)
+{
     /* The transport delivers nothing of a dead incarnation after its
      * notice: a newcomer's rollback marker may come before this node took
      * it in, and so may its marker of the checkpoint that follows a commit
      * taking it in (links are FIFO per pair only: the coordinator's COMMIT
      * may still be on its way here; it_mlog_home's order case hung on it). */
     if (peer < 0 || peer >= c->size ||
-        (c->dead[peer] && peer != c->self && h->tag != RB_MARK && h->tag != CK_MARK))
+        (c->dead[peer] && peer != c->self && tag != RB_MARK && tag != CK_MARK))
         return;
-    switch (h->tag) {
+    switch (tag) {
     case CK_REQ:
         begin_checkpoint(c);
         break;
     case CK_BEGIN:
         /* A rank taken in may coordinate the next checkpoint: its BEGIN
          * can overtake the GO sent by the round's coordinator. */
-        if (c->phase == PH_REC && c->restored && (int)(h->ssn >> 32) == c->ndead)
+        if (c->phase == PH_REC && c->restored && (int)phx_ck_id_round(id) == c->ndead)
             on_go(c, (uint64_t)c->ndead);
-        on_begin(c, h->ssn, p, len);
+        on_begin(c, id, p, len);
         break;
     case RB_JOIN:
-        on_join(c, peer, h->ssn, p, len);
+        on_join(c, peer, id, p, len);
         break;
     case CK_MARK:
-        if (h->ssn > c->filt.ck_mark[peer])
-            c->filt.ck_mark[peer] = h->ssn;
+        if (id > c->filt.ck_mark[peer])
+            c->filt.ck_mark[peer] = id;
         progress(c);
         break;
     case CK_CHUNK:
-        on_chunk(c, peer, h->ssn, p, len);
+        on_chunk(c, peer, id, p, len);
         break;
     case CK_CACK:
-        on_cack(c, peer, h->ssn, p, len);
+        on_cack(c, peer, id, p, len);
         break;
     case CK_ACK:
-        if (c->phase == PH_CK && h->ssn == c->ck_id) {
+        if (c->phase == PH_CK && id == c->ck_id) {
             c->acked = 1;
             c->t_acked = phx_now_ns();
             progress(c);
         }
         break;
-    case CK_READY:
-        if (len == 8)
-            phx_ck_quiet_count(&c->quiet, peer, h->ssn, phx_get_le64(p));
-        if (h->ssn == c->commit_id && phx_ck_commit_ready(&c->commit, peer, h->ssn & 0xffffffffu, c->dead))
-            on_all_ready(c, h->ssn);
+    case CK_READY: {
+        uint64_t queued;
+        if (!phx_ck_ready_dec(p, len, &queued))
+            phx_ck_quiet_count(&c->quiet, peer, id, queued);
+        if (id == c->commit_id && phx_ck_commit_ready(&c->commit, peer, phx_ck_id_epoch(id), c->dead))
+            on_all_ready(c, id);
         break;
+    }
     case CK_IDLE:
-        phx_ck_quiet_idle(&c->quiet, peer, (int)h->ssn);
+        phx_ck_quiet_idle(&c->quiet, peer, (int)id);
         maybe_probe(c);
         break;
     case CK_COMMIT:
-        if (c->dir && h->ssn == c->ck_id && coord(c) == c->self) {
+        if (c->dir && id == c->ck_id && coord(c) == c->self) {
             c->disk_epoch = c->ck_epoch;
             memset(c->disk_ok, 0, (size_t)c->size);
         }
-        on_commit(c, h->ssn, p, len);
+        on_commit(c, id, p, len);
         break;
-    case RB_STATE:
-        if (len == 9 + (size_t)c->size && peer >= 0 && peer < c->size) {
-            c->rep_pr[peer] = p[8 + c->size];
-            phx_ck_round_report(&c->round, peer, p + 8, phx_get_le64(p));
+    case RB_STATE: {
+        phx_ck_eset_t m;
+        if (!phx_ck_eset_dec(p, len, c->size, c->nloc, &m) && !m.joins) {
+            c->rep_pr[peer] = m.flags;
+            phx_ck_round_report(&c->round, peer, m.dead, m.epoch);
             rb_try_decide(c);
         }
         break;
+    }
     case RB_DECIDE:
-        on_decide(c, h->ssn, p, len);
+        on_decide(c, id, p, len);
         break;
     case RB_MARK:
-        if (h->ssn > c->filt.rb_mark[peer])
-            c->filt.rb_mark[peer] = h->ssn;
+        if (id > c->filt.rb_mark[peer])
+            c->filt.rb_mark[peer] = id;
         break;
     case RB_DONE:
-        if ((int)h->ssn == c->ndead && c->decided_ndead == c->ndead) {
+        if ((int)id == c->ndead && c->decided_ndead == c->ndead) {
             c->done[peer] = 1;
             int all = 1;
             for (int r = 0; r < c->size; r++)
                 all &= c->dead[r] || c->done[r];
             if (all)
-                ctl_all(c, RB_GO, h->ssn, NULL, 0, 1);
+                ctl_all(c, RB_GO, id, NULL, 0, 1);
         }
         break;
     case RB_GO:
-        on_go(c, h->ssn);
+        on_go(c, id);
         break;
     case CK_DISK:
-        on_disk_ok(c, peer, h->ssn);
+        on_disk_ok(c, peer, id);
         break;
     case RB_ABORT: {
-        int lost = len >= 8 ? (int)phx_get_le32(p) : -1, lb = len >= 8 ? (int)phx_get_le32(p + 4) : -1;
-        if (!h->ssn) {
+        phx_ck_abort_t a;
+        if (phx_ck_abort_dec(p, len, &a))
+            a = (phx_ck_abort_t){ -1, -1 };
+        int lost = a.lost, lb = a.buddy;
+        if (!id) {
             PHX_ERROR("ckpt", "work lost: a node died before the first checkpoint was committed%s", "");
             fprintf(stderr, "phalanx: recovery=cr: work lost: no committed checkpoint to roll back to\n");
             phx_node_exit(c->n, PHX_EXIT_CKPT_LOST, 0);
@@ -2456,7 +2414,7 @@ static void handle_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint
         break;
     }
     default:
-        PHX_WARN("ckpt", "unknown recovery control tag %u from rank %d", h->tag, peer);
+        PHX_WARN("ckpt", "unknown recovery control tag %u from rank %d", tag, peer);
     }
 }
 

@@ -18,10 +18,6 @@
 extern phx_type_t phx_types[PHX_MAX_TYPES];
 extern int phx_ntypes;
 
-#define FILE_MAGIC 0x54504b4358485000ull   /* "\0PHXCKPT" */
-#define MANI_MAGIC 0x494e414d58485000ull   /* "\0PHXMANI" */
-#define VERSION 2   /* 2: the relocation table has slices */
-#define HDR (8 + 4 + 8 + 8 + 4 + 8 + 32)
 
 uint64_t phx_ckd_tag(void)
 {
@@ -95,18 +91,11 @@ static int write_atomic(const char *dir, const char *name, const void *a, size_t
 
 int phx_ckd_write_rank(const char *dir, uint64_t tag, uint64_t e, int rank, const void *blob, size_t len)
 {
-    uint8_t h[HDR];
-    phx_wenc_t en;
-    phx_wenc_init(&en, h, sizeof h);
-    phx_wenc_u64(&en, FILE_MAGIC);
-    phx_wenc_u32(&en, VERSION);
-    phx_wenc_u64(&en, tag);
-    phx_wenc_u64(&en, e);
-    phx_wenc_u32(&en, (uint32_t)rank);
-    phx_wenc_u64(&en, len);
-    uint8_t *d = phx_wenc_reserve(&en, 32);
-    if (d)
-        sha256(blob, len, d);
+    uint8_t h[PHX_CKD_HDR];
+    phx_ckd_hdr_t hd = { .magic = PHX_CKD_FILE_MAGIC, .version = PHX_CKD_VERSION, .tag = tag, .epoch = e,
+                         .rank = (uint32_t)rank, .len = len };
+    sha256(blob, len, hd.sum);
+    phx_ckd_hdr_enc(h, &hd);
     char name[64];
     snprintf(name, sizeof name, "ckpt-e%llu-r%d.bin", (unsigned long long)e, rank);
     return write_atomic(dir, name, h, sizeof h, blob, len);
@@ -154,29 +143,25 @@ int phx_ckd_read_rank(const char *dir, uint64_t tag, uint64_t e, int rank, void 
         fprintf(stderr, "phalanx: checkpoint file %s: %s\n", path, strerror(-rc));
         return rc;
     }
-    phx_wdec_t d;
-    phx_wdec_init(&d, b, n);
-    uint64_t magic = phx_wdec_u64(&d);
-    uint32_t ver = phx_wdec_u32(&d);
-    uint64_t t = phx_wdec_u64(&d), ep = phx_wdec_u64(&d);
-    uint32_t r = phx_wdec_u32(&d);
-    uint64_t plen = phx_wdec_u64(&d);
-    const uint8_t *sum = phx_wdec_take(&d, 32);
+    phx_ckd_hdr_t hd;
     const char *why = NULL;
-    if (d.err || magic != FILE_MAGIC)
+    size_t left = n >= PHX_CKD_HDR ? n - PHX_CKD_HDR : 0;
+    const uint8_t *payload = b + PHX_CKD_HDR;
+    if (phx_ckd_hdr_dec(b, n, &hd) || hd.magic != PHX_CKD_FILE_MAGIC)
         why = "not a Phalanx checkpoint (bad magic or truncated header)";
-    else if (ver != VERSION)
+    else if (hd.version != PHX_CKD_VERSION)
         why = "unsupported checkpoint version";
-    else if (t != tag)
+    else if (hd.tag != tag)
         why = "foreign checkpoint: written by another program";
-    else if (ep != e || r != (uint32_t)rank)
+    else if (hd.epoch != e || hd.rank != (uint32_t)rank)
         why = "epoch or rank does not match its name";
-    else if (phx_wdec_left(&d) != plen)
-        why = phx_wdec_left(&d) < plen ? "truncated" : "trailing bytes";
+    else if (left != hd.len)
+        why = left < hd.len ? "truncated" : "trailing bytes";
+    uint64_t plen = hd.len;
     if (!why) {
         uint8_t got[32];
-        sha256(d.p, plen, got);
-        if (memcmp(got, sum, 32))
+        sha256(payload, plen, got);
+        if (memcmp(got, hd.sum, 32))
             why = "corrupt: SHA-256 mismatch";
     }
     if (why) {
@@ -184,7 +169,7 @@ int phx_ckd_read_rank(const char *dir, uint64_t tag, uint64_t e, int rank, void 
         free(b);
         return PHX_ECHECKSUM;
     }
-    memmove(b, d.p, plen);
+    memmove(b, payload, plen);
     *blob = b;
     *len = plen;
     return 0;
@@ -192,39 +177,16 @@ int phx_ckd_read_rank(const char *dir, uint64_t tag, uint64_t e, int rank, void 
 
 int phx_ckd_write_manifest(const char *dir, uint64_t tag, const phx_ckd_manifest_t *m)
 {
-    size_t cap = 128 + 4 * ((size_t)m->nhome * (size_t)m->slices + (size_t)m->nfiles);
-    uint8_t *buf = malloc(cap);
+    size_t body;
+    uint8_t *buf = phx_ckd_manifest_enc(m, tag, &body);
     if (!buf)
         return PHX_ENOMEM;
-    phx_wenc_t en;
-    phx_wenc_init(&en, buf, cap);
-    phx_wenc_u64(&en, MANI_MAGIC);
-    phx_wenc_u32(&en, VERSION);
-    phx_wenc_u64(&en, tag);
-    phx_wenc_u64(&en, m->epoch);
-    phx_wenc_u32(&en, (uint32_t)m->size);
-    phx_wenc_u32(&en, (uint32_t)m->nhome);
-    phx_wenc_u32(&en, (uint32_t)m->slices);
-    for (int h = 0; h < m->nhome * m->slices; h++)
-        phx_wenc_i32(&en, m->loc[h]);
-    phx_wenc_u32(&en, (uint32_t)m->nfiles);
-    for (int i = 0; i < m->nfiles; i++)
-        phx_wenc_i32(&en, m->ranks[i]);
-    uint8_t *sum = phx_wenc_reserve(&en, 32);
-    if (sum)
-        sha256(buf, (size_t)(sum - buf), sum);
+    sha256(buf, body, buf + body);
     char name[64];
     snprintf(name, sizeof name, "manifest-e%llu.bin", (unsigned long long)m->epoch);
-    int rc = en.err ? en.err : write_atomic(dir, name, buf, (size_t)phx_wenc_end(&en), NULL, 0);
+    int rc = write_atomic(dir, name, buf, body + 32, NULL, 0);
     free(buf);
     return rc;
-}
-
-void phx_ckd_manifest_free(phx_ckd_manifest_t *m)
-{
-    free(m->loc);
-    free(m->ranks);
-    m->loc = m->ranks = NULL;
 }
 
 static int read_manifest(const char *dir, uint64_t tag, uint64_t e, phx_ckd_manifest_t *m)
@@ -236,44 +198,22 @@ static int read_manifest(const char *dir, uint64_t tag, uint64_t e, phx_ckd_mani
     int rc = slurp(path, &b, &n);
     if (rc)
         return rc;
-    memset(m, 0, sizeof *m);
-    phx_wdec_t d;
-    phx_wdec_init(&d, b, n);
+    uint64_t t;
+    size_t body;
+    const uint8_t *sum;
     const char *why = NULL;
-    uint64_t magic = phx_wdec_u64(&d);
-    uint32_t ver = phx_wdec_u32(&d);
-    uint64_t t = phx_wdec_u64(&d);
-    m->epoch = phx_wdec_u64(&d);
-    m->size = (int)phx_wdec_u32(&d);
-    m->nhome = (int)phx_wdec_u32(&d);
-    m->slices = (int)phx_wdec_u32(&d);
-    if (d.err || magic != MANI_MAGIC || ver != VERSION)
-        why = "not a Phalanx manifest (bad magic, version or truncated)";
-    else if (t != tag)
+    rc = phx_ckd_manifest_dec(b, n, m, &t, &body, &sum, &why);
+    if (rc == PHX_ENOMEM) {
+        free(b);
+        return rc;
+    }
+    if (!why && t != tag)
         why = "foreign manifest: written by another program";
-    else if (m->epoch != e || m->size < 1 || m->size > 65535 || m->nhome < m->size || m->nhome > 65535 ||
-             m->slices < 1 || m->slices > 1024)
+    else if (!why && m->epoch != e)
         why = "inconsistent header";
-    if (!why) {
-        m->loc = calloc((size_t)m->nhome * (size_t)m->slices, sizeof *m->loc);
-        for (int h = 0; m->loc && h < m->nhome * m->slices; h++)
-            m->loc[h] = phx_wdec_i32(&d);
-        m->nfiles = (int)phx_wdec_u32(&d);
-        if (!m->loc || d.err || m->nfiles < 1 || m->nfiles > m->size)
-            why = "truncated or inconsistent";
-    }
-    if (!why) {
-        m->ranks = calloc((size_t)m->nfiles, sizeof *m->ranks);
-        for (int i = 0; m->ranks && i < m->nfiles; i++)
-            m->ranks[i] = phx_wdec_i32(&d);
-        size_t body = (size_t)(d.p - d.start);
-        const uint8_t *sum = phx_wdec_take(&d, 32);
-        uint8_t got[32];
-        if (!m->ranks || !sum || phx_wdec_end(&d, 1))
-            why = "truncated";
-        else if (sha256(b, body, got), memcmp(got, sum, 32))
-            why = "corrupt: SHA-256 mismatch";
-    }
+    uint8_t got[32];
+    if (!why && (sha256(b, body, got), memcmp(got, sum, 32)))
+        why = "corrupt: SHA-256 mismatch";
     free(b);
     if (why) {
         fprintf(stderr, "phalanx: checkpoint manifest %s: %s\n", path, why);

@@ -21,15 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct phx_ckd_manifest {
-    uint64_t epoch;
-    int size;                   /* ranks of the job that wrote it */
-    int nhome;                  /* home ranks covered by loc */
-    int slices;                 /* loc entries per home rank (PHX_LOC_SLICES) */
-    int *loc;                   /* (home, slice) -> rank whose file holds those tasks */
-    int nfiles;
-    int *ranks;                 /* ranks with a file, increasing */
-} phx_ckd_manifest_t;
+#include "ft/ckpt/ckpt_msg.h"   /* phx_ckd_manifest_t, the file layouts */
+
 
 /* Hash of the registered task types (names and state sizes). */
 uint64_t phx_ckd_tag(void);
@@ -39,7 +32,6 @@ int phx_ckd_write_manifest(const char *dir, uint64_t tag, const phx_ckd_manifest
 /* Newest manifest (epoch <= max_epoch) whose files all verify; 0 and *m
  * (free with phx_ckd_manifest_free), or PHX_ENOENT when none is usable. */
 int phx_ckd_find(const char *dir, uint64_t tag, uint64_t max_epoch, phx_ckd_manifest_t *m);
-void phx_ckd_manifest_free(phx_ckd_manifest_t *m);
 /* Reads and verifies rank's file of epoch e: 0 and a malloc'd payload. */
 int phx_ckd_read_rank(const char *dir, uint64_t tag, uint64_t e, int rank, void **blob, size_t *len);
 /* Removes files and manifests of epochs below keep. */

@@ -14,7 +14,7 @@
 #include "base/phx_err.h"
 #include "base/phx_log.h"
 #include "core/phalanx.h"
-#include "tools/phx/phx_hostfile.h"
+#include "base/place/phx_place.h"
 
 enum opt_kind { OPT_INT, OPT_I64, OPT_BOOL, OPT_STR };
 
@@ -25,10 +25,16 @@ typedef struct opt {
     const char *def;
     const char *help;
     const char *valid;          /* what a good value looks like (NULL: by kind) */
+    int64_t lo, hi;             /* numbers: the range (hi 0: 0 to the type's maximum) */
+    const char *choices;        /* strings: the accepted values, '|'-separated ("" always
+                                 * allowed where it is the default); NULL: any */
 } opt_t;
 
 #define O(k, kind, field, def, help, valid) \
-    { k, kind, offsetof(phx_config_t, field), sizeof(((phx_config_t *)0)->field), def, help, valid }
+    { k, kind, offsetof(phx_config_t, field), sizeof(((phx_config_t *)0)->field), def, help, valid, 0, 0, NULL }
+/* The same with a range or a list of choices. */
+#define OX(k, kind, field, def, help, valid, lo, hi, choices) \
+    { k, kind, offsetof(phx_config_t, field), sizeof(((phx_config_t *)0)->field), def, help, valid, lo, hi, choices }
 static const opt_t opts[] = {
     O("workers", OPT_INT, workers, "0", "worker threads (0: this node's share of the cores - 1, "
       "at least 1)", NULL),
@@ -38,24 +44,30 @@ static const opt_t opts[] = {
     O("send-buffer", OPT_I64, send_buffer, "67108864", "bytes queued per peer before senders block", NULL),
     O("recv-buffer", OPT_I64, recv_buffer, "268435456", "undelivered inbound bytes before reading pauses", NULL),
     O("max-frame", OPT_I64, max_frame, "268435456", "largest accepted message payload in bytes", NULL),
-    O("td", OPT_STR, td, "", "termination detector (default 4c, rellazy with ft)",
-      "none, 4c, edod, hcda, cda, indep, rellazy or releager"),
+    /* The names of the detector registry (ft/td) and cut, recovery=cr's own (core/term.c). */
+    OX("td", OPT_STR, td, "", "termination detector (default 4c, rellazy with ft)",
+       "none, 4c, edod, hcda, cda, indep, rellazy, releager or cut (recovery=cr)", 0, 0,
+       "none|4c|edod|hcda|cda|indep|rellazy|releager|cut"),
     O("ft", OPT_BOOL, ft, "0", "fault tolerance: failure detection and notification", NULL),
-    O("hb-timeout", OPT_INT, hb_timeout_ms, "1000", "suspicion timeout delta in ms", "a positive number of ms, e.g. 1000"),
+    OX("hb-timeout", OPT_INT, hb_timeout_ms, "1000", "suspicion timeout delta in ms", "a positive number of ms, e.g. 1000",
+       1, 0x7fffffff, NULL),
     O("hb-period", OPT_INT, hb_period_ms, "0", "heartbeat period eta in ms (0: delta/10)", NULL),
     O("eventlog", OPT_STR, eventlog, "", "JSON-lines event log file (%r is replaced by the rank)", NULL),
-    O("metrics-port", OPT_INT, metrics_port, "0", "serve Prometheus /metrics on this port + rank (0: off)",
-      "a TCP port such that port + rank <= 65535, or 0"),
-    O("log", OPT_STR, log, "warn", "log level", "error, warn, info or debug"),
-    O("recovery", OPT_STR, recovery, "none", "recovery mode (checkpoint/restart and message logging need ft)", "none, cr, mlog-causal, mlog-pessimistic, mlog-fast or mlog-team"),
+    OX("metrics-port", OPT_INT, metrics_port, "0", "serve Prometheus /metrics on this port + rank (0: off)",
+       "a TCP port such that port + rank <= 65535, or 0", 0, 65535, NULL),
+    OX("log", OPT_STR, log, "warn", "log level", "error, warn, info or debug", 0, 0, "error|warn|info|debug"),
+    /* The names of the recovery registry (core/recovery.c). */
+    OX("recovery", OPT_STR, recovery, "none", "recovery mode (checkpoint/restart and message logging need ft)",
+       "none, cr, mlog-causal, mlog-pessimistic, mlog-fast or mlog-team", 0, 0,
+       "none|cr|mlog-causal|mlog-pessimistic|mlog-fast|mlog-team"),
     O("mlog-team-size", OPT_INT, mlog_team_size, "2", "recovery=mlog-team: consecutive ranks per team (1: mlog-causal)",
       "a whole number of nodes >= 1, e.g. 2"),
     O("ckpt-interval", OPT_INT, ckpt_interval, "0",
       "seconds between automatic checkpoints under recovery=cr (0: only phx_checkpoint)", "a whole number of seconds >= 0, e.g. 10"),
     O("ckpt-dir", OPT_STR, ckpt_dir, "", "directory for disk checkpoints under recovery=cr (\"\": memory only)", NULL),
     O("restart", OPT_STR, restart, "", "restart a recovery=cr job from the last disk checkpoint in this directory", NULL),
-    O("restart-on", OPT_STR, restart_on, "survivors", "where a lost node's tasks restart under recovery=cr",
-      "survivors, spare or respawn"),
+    OX("restart-on", OPT_STR, restart_on, "survivors", "where a lost node's tasks restart under recovery=cr",
+       "survivors, spare or respawn", 0, 0, "survivors|spare|respawn"),
     O("spares", OPT_INT, spares, "0", "idle spare nodes among the ranks (the last ones; set by phx run --spares)",
       NULL),
     O("recovery-helpers", OPT_INT, recovery_helpers, "0",
@@ -63,6 +75,7 @@ static const opt_t opts[] = {
       "a whole number of nodes >= 0 (0: every live rank), e.g. 2"),
 };
 #undef O
+#undef OX
 #define NOPTS (sizeof opts / sizeof opts[0])
 
 static const opt_t *find_opt(const char *key, size_t n)
@@ -92,14 +105,96 @@ static int parse_i64(const char *s, int64_t *out)
     return 0;
 }
 
+/* Levenshtein distance, for "did you mean": both strings are short keys or
+ * values, so the quadratic table is a few hundred cells. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 64;
+    size_t d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < c)
+                c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c)
+                c = d[i][j - 1] + 1;
+            d[i][j] = c;
+        }
+    return d[la][lb];
+}
+
+/* A near miss: the closest candidate at most 2 edits away (1 for words of
+ * up to 3 letters); copied to out, or out[0] = 0. */
+static void closest(const char *word, const char *cand, size_t len, size_t *best, char *out, size_t cap)
+{
+    char w[64];
+    if (len >= sizeof w)
+        return;
+    memcpy(w, cand, len);
+    w[len] = 0;
+    size_t d = edit_distance(word, w), lim = strlen(word) <= 3 ? 1 : 2;
+    if (d <= lim && d < *best && len < cap) {
+        *best = d;
+        strcpy(out, w);
+    }
+}
+
+static void near_key(const char *key, char *out, size_t cap)
+{
+    size_t best = SIZE_MAX;
+    out[0] = 0;
+    for (size_t i = 0; i < NOPTS; i++)
+        closest(key, opts[i].key, strlen(opts[i].key), &best, out, cap);
+    closest(key, "config", 6, &best, out, cap);
+    closest(key, "help", 4, &best, out, cap);
+}
+
+static int in_choices(const char *choices, const char *val, char *near, size_t cap)
+{
+    size_t best = SIZE_MAX, vl = strlen(val);
+    near[0] = 0;
+    for (const char *c = choices; *c; ) {
+        size_t l = strcspn(c, "|");
+        if (l == vl && !strncmp(c, val, l))
+            return 1;
+        closest(val, c, l, &best, near, cap);
+        c += l + (c[l] == '|');
+    }
+    return 0;
+}
+
+/* One message for an unknown key: a near miss, else every key. */
+static void unknown_key(const char *key, size_t kn, const char *src, const char *what)
+{
+    char k[64], near[64];
+    snprintf(k, sizeof k, "%.*s", (int)(kn < 63 ? kn : 63), key);
+    near_key(k, near, sizeof near);
+    if (near[0]) {
+        fprintf(stderr, "phalanx: %s: unknown option %s; did you mean %s%s? (--phx-help lists them)\n", src,
+                what, strncmp(what, "--phx-", 6) ? "" : "--phx-", near);
+        return;
+    }
+    fprintf(stderr, "phalanx: %s: unknown option %s; the options are", src, what);
+    for (size_t i = 0; i < NOPTS; i++)
+        fprintf(stderr, "%s %s", i ? "," : "", opts[i].key);
+    fprintf(stderr, ", config and help (--phx-help explains them)\n");
+}
+
 static int set_opt(phx_config_t *cfg, const opt_t *o, const char *val, const char *src)
 {
     char *f = (char *)cfg + o->off;
+    char near[64] = "";
     int64_t v;
     switch (o->kind) {
     case OPT_INT:
     case OPT_I64:
-        if (parse_i64(val, &v) || v < 0 || (o->kind == OPT_INT && v > 0x7fffffff))
+        if (parse_i64(val, &v) || v < o->lo || v > (o->hi ? o->hi : o->kind == OPT_INT ? 0x7fffffff : INT64_MAX))
             goto bad;
         if (o->kind == OPT_INT)
             *(int *)f = (int)v;
@@ -117,15 +212,21 @@ static int set_opt(phx_config_t *cfg, const opt_t *o, const char *val, const cha
     case OPT_STR:
         if (strlen(val) >= o->size)
             goto bad;
+        if (o->choices && !(!val[0] && !o->def[0]) && !in_choices(o->choices, val, near, sizeof near))
+            goto bad;
         strcpy(f, val);
         return 0;
     }
 bad:;
-    char room[48];
+    char room[80];
     const char *want = o->valid;
     if (!want) {
         switch (o->kind) {
-        case OPT_INT: want = "a whole number from 0 to 2147483647"; break;
+        case OPT_INT:
+            snprintf(room, sizeof room, "a whole number from %lld to %lld", (long long)o->lo,
+                     (long long)(o->hi ? o->hi : 0x7fffffff));
+            want = room;
+            break;
         case OPT_I64: want = "a byte count, with an optional k, m or g suffix (e.g. 64m)"; break;
         case OPT_BOOL: want = "on or off (also 1/0, true/false, yes/no)"; break;
         case OPT_STR:
@@ -134,8 +235,8 @@ bad:;
             break;
         }
     }
-    fprintf(stderr, "phalanx: bad value '%s' for option %s (from %s): expected %s\n", val, o->key,
-            src, want);
+    fprintf(stderr, "phalanx: bad value '%s' for option %s (from %s): expected %s%s%s%s\n", val, o->key,
+            src, want, near[0] ? "; did you mean " : "", near, near[0] ? "?" : "");
     return PHX_EINVAL;
 }
 
@@ -179,7 +280,9 @@ static int load_file(phx_config_t *cfg, const char *path, unsigned char *set)
         trim(&v);
         const opt_t *o = find_opt(k, strlen(k));
         if (!o) {
-            fprintf(stderr, "phalanx: %s: unknown option '%s'\n", src, k);
+            char what[80];
+            snprintf(what, sizeof what, "'%.60s'", k);
+            unknown_key(k, strlen(k), src, what);
             rc = PHX_EINVAL;
             break;
         }
@@ -252,18 +355,42 @@ static void derive_modes(phx_config_t *cfg)
     }
 }
 
-int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
+static int is_bool_word(const char *v)
 {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->listen_fd = -1;
+    static const char *const w[] = { "1", "0", "on", "off", "true", "false", "yes", "no" };
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        if (!strcasecmp(v, w[i]))
+            return 1;
+    return 0;
+}
+
+int phx_config_flag_arity(const char *arg, const char *next)
+{
+    if (strncmp(arg, "--phx-", 6) || strchr(arg, '=') || !next || !strncmp(next, "--phx-", 6))
+        return 1;
+    const char *k = arg + 6;
+    if (!strcmp(k, "config"))
+        return 2;
+    const opt_t *o = find_opt(k, strlen(k));
+    if (!o)
+        return 1;
+    return o->kind != OPT_BOOL || is_bool_word(next) ? 2 : 1;
+}
+
+int phx_config_max_workers(int cpus)
+{
+    return cpus * 8 > 64 ? cpus * 8 : 64;
+}
+
+/* Defaults, then the --phx-* flags of argv (removed in place; *argc
+ * updated), the environment and the config file: every option, no
+ * identity. node: --phx-help prints the table and exits (a node), else it
+ * is skipped (the launcher's check). */
+static int load_opts(phx_config_t *cfg, int *argc, char **argv, int node)
+{
     unsigned char set[NOPTS] = {0};
     const char *cfgfile = getenv("PHX_CONFIG");
-    /* Direct launch by srun: the identity comes from Slurm's step. */
-    int rc = phx_slurm_identity();
-    if (rc < 0)
-        return rc;
-    rc = 0;
-
+    int rc;
     for (size_t i = 0; i < NOPTS; i++)
         if ((rc = set_opt(cfg, &opts[i], opts[i].def, "default")))
             return rc;
@@ -278,11 +405,21 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
         }
         char *k = a + 6, *eq = strchr(k, '=');
         size_t kn = eq ? (size_t)(eq - k) : strlen(k);
-        if (kn == 6 && !strncmp(k, "config", 6) && eq) {
-            cfgfile = eq + 1;
+        const char *v = eq ? eq + 1 : NULL;
+        /* --phx-KEY VALUE, as well as --phx-KEY=VALUE */
+        if (!eq && phx_config_flag_arity(a, i + 1 < *argc ? argv[i + 1] : NULL) == 2)
+            v = argv[++i];
+        if (kn == 6 && !strncmp(k, "config", 6)) {
+            if (!v) {
+                fprintf(stderr, "phalanx: option %s needs a value: --phx-config=FILE\n", a);
+                return PHX_EINVAL;
+            }
+            cfgfile = v;
             continue;
         }
         if (kn == 4 && !strncmp(k, "help", 4)) {
+            if (!node)
+                continue;
             /* Once per job: every node of a launched job gets the flag. */
             const char *me = getenv("PHX_RANK");
             if (!me || !strcmp(me, "0"))
@@ -292,12 +429,14 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
         }
         const opt_t *o = find_opt(k, kn);
         if (!o) {
-            fprintf(stderr, "phalanx: unknown option %s (--phx-help lists the keys)\n", a);
+            unknown_key(k, kn, "command line", a);
             return PHX_EINVAL;
         }
-        const char *v = eq ? eq + 1 : (o->kind == OPT_BOOL ? "1" : NULL);
+        if (!v && o->kind == OPT_BOOL)
+            v = "1";
         if (!v) {
-            fprintf(stderr, "phalanx: option %s needs a value: --phx-%s=VALUE\n", a, o->key);
+            fprintf(stderr, "phalanx: option %s needs a value: --phx-%s=VALUE or --phx-%s VALUE\n", a,
+                    o->key, o->key);
             return PHX_EINVAL;
         }
         if ((rc = set_opt(cfg, o, v, "command line")))
@@ -322,18 +461,84 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
             set[i] = 1;
         }
     }
-    if (cfgfile && (rc = load_file(cfg, cfgfile, set)))
+    return cfgfile ? load_file(cfg, cfgfile, set) : 0;
+}
+
+/* Settings that are each valid but cannot take effect: refused with the
+ * reason, never silently ignored. cpus > 0 bounds workers; size > 0 bounds
+ * metrics-port + rank. */
+static int check_opts(const phx_config_t *cfg, int cpus, int size)
+{
+    int ckpt = strcmp(cfg->recovery, "none") != 0;
+    if (cpus > 0 && cfg->workers > phx_config_max_workers(cpus)) {
+        fprintf(stderr, "phalanx: bad value %d for option workers: at most %d on this host (%d CPU%s: 8 "
+                        "threads per CPU, at least 64); 0 picks this node's share of the cores\n",
+                cfg->workers, phx_config_max_workers(cpus), cpus, cpus == 1 ? "" : "s");
+        return PHX_EINVAL;
+    }
+    if (size > 0 && cfg->metrics_port > 0 && cfg->metrics_port + size - 1 > 65535) {
+        fprintf(stderr, "phalanx: bad value %d for option metrics-port: rank %d would serve port %d, above "
+                        "65535\n", cfg->metrics_port, size - 1, cfg->metrics_port + size - 1);
+        return PHX_EINVAL;
+    }
+    if (cfg->restart[0] && !ckpt) {
+        fprintf(stderr, "phalanx: restart from %s (phx run --restart, PHX_RESTART) needs a recovery mode that "
+                        "writes disk checkpoints (--phx-ft=1 --phx-recovery=cr, or mlog-*): with "
+                        "recovery=none the job would start afresh and ignore it\n", cfg->restart);
+        return PHX_EINVAL;
+    }
+    if (!ckpt && (cfg->ckpt_interval > 0 || cfg->ckpt_dir[0])) {
+        fprintf(stderr, "phalanx: option %s takes effect only under a checkpointing recovery mode "
+                        "(--phx-ft=1 --phx-recovery=cr, or mlog-*): with recovery=none no checkpoint is "
+                        "taken\n", cfg->ckpt_interval > 0 ? "ckpt-interval" : "ckpt-dir");
+        return PHX_EINVAL;
+    }
+    if (ckpt && !cfg->ft) {
+        fprintf(stderr, "phalanx: recovery=%s needs fault tolerance (--phx-ft=1)\n", cfg->recovery);
+        return PHX_EINVAL;
+    }
+    return 0;
+}
+
+/* The CPUs this process may run on (a container's cpuset, not the whole
+ * machine). */
+static int affinity_cpus(void)
+{
+    cpu_set_t cs;
+    long cpus = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs) : sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 0 ? (int)cpus : 1;
+}
+
+int phx_config_check(int argc, char *const *argv, int cpus, int size, phx_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->listen_fd = -1;
+    char **v = calloc((size_t)argc + 1, sizeof *v);
+    if (!v)
+        return PHX_ENOMEM;
+    memcpy(v, argv, (size_t)argc * sizeof *v);
+    int n = argc, rc = load_opts(cfg, &n, v, 0);
+    free(v);
+    return rc ? rc : check_opts(cfg, cpus, size);
+}
+
+int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->listen_fd = -1;
+    /* Direct launch by srun: the identity comes from Slurm's step. */
+    int rc = phx_slurm_identity();
+    if (rc < 0)
+        return rc;
+    if ((rc = load_opts(cfg, argc, argv, 1)))
+        return rc;
+    const char *bt = getenv("SLURM_CPU_BIND_TYPE");
+    int bound = bt && *bt && strncmp(bt, "none", 4) != 0, cpus = affinity_cpus();
+    if ((rc = check_opts(cfg, cpus, 0)))
         return rc;
 
     if (cfg->workers == 0) {
-        /* The CPUs this process may run on (a container's cpuset, not the
-         * whole machine). srun --cpu-bind gives each task its own: its
-         * share already. */
-        cpu_set_t cs;
-        long cpus = sched_getaffinity(0, sizeof cs, &cs) == 0 ? CPU_COUNT(&cs)
-                                                             : sysconf(_SC_NPROCESSORS_ONLN);
-        const char *bt = getenv("SLURM_CPU_BIND_TYPE");
-        int bound = bt && *bt && strncmp(bt, "none", 4) != 0;
+        /* srun --cpu-bind gives each task its own CPUs: its share already. */
         const char *ls = getenv("PHX_LOCAL_SIZE");
         int64_t local = 1;
         if (ls && (parse_i64(ls, &local) || local < 1 || local > 65535)) {
@@ -342,11 +547,6 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
             return PHX_EINVAL;
         }
         cfg->workers = phx_config_default_workers((int)cpus, (int)local, bound);
-    }
-    if (cfg->hb_timeout_ms <= 0) {
-        fprintf(stderr, "phalanx: bad value 0 for option hb-timeout: expected a positive number of "
-                        "ms, e.g. 1000\n");
-        return PHX_EINVAL;
     }
     if (cfg->hb_period_ms == 0)
         cfg->hb_period_ms = cfg->hb_timeout_ms / 10 > 0 ? cfg->hb_timeout_ms / 10 : 1;

@@ -76,6 +76,23 @@ typedef struct phx_config {
  * environment and the config file. Returns 0, or a negative code after
  * printing a message naming the bad key or value. */
 int phx_config_load(phx_config_t *cfg, int *argc, char **argv);
+/* What a node started with argv would read, checked without starting one,
+ * for the launcher: the --phx-* flags of argv (either spelling; argv is
+ * left as it is), the environment and the config file, against the same
+ * table phx_config_load uses, then the settings that cannot take effect
+ * together (--restart or ckpt-* without a checkpointing mode, a recovery
+ * mode without ft, workers above phx_config_max_workers(cpus) when cpus >
+ * 0, metrics-port + size - 1 above 65535 when size > 0). Fills cfg (no
+ * identity; nothing to free). Returns 0, or PHX_EINVAL after one message on
+ * stderr (with a "did you mean" for a near miss). --phx-help is skipped. */
+int phx_config_check(int argc, char *const *argv, int cpus, int size, phx_config_t *cfg);
+/* 2 when arg is --phx-KEY without '=' and next is its value (--phx-KEY
+ * VALUE): always for a key that takes a value, for an on/off key only when
+ * next is one of 1/0, on/off, true/false, yes/no; else 1. Pure. */
+int phx_config_flag_arity(const char *arg, const char *next);
+/* The most worker threads a node accepts on a host with cpus CPUs: 8 per
+ * CPU, at least 64 (each is a thread with its own queues). Pure. */
+int phx_config_max_workers(int cpus);
 /* A lost rank comes back and is taken in again: restart-on=respawn under
  * cr or a message-logging mode built on it. */
 int phx_config_respawns(const phx_config_t *cfg);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/node.h"
+#include "core/ctl_msg.h"
 #include "core/eventlog.h"
 #include "core/service.h"
 #include "base/phx_log.h"
@@ -64,9 +65,10 @@ void phx_node_exit(phx_node_t *n, int code, int propagate)
         for (int r = 0; r < n->size; r++) {
             if (r == n->rank || !phx_net_peer_up(n->net, r))
                 continue;
-            phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = PHX_CTRL_EXIT, .src = (uint64_t)n->rank,
-                                  .dst = (uint64_t)r, .ssn = (uint64_t)(uint32_t)code };
-            phx_net_send(n->net, r, &h, NULL, 0, NULL, 0, 0);
+            uint8_t b[PHX_CTL_EXIT_LEN];
+            phx_ctl_exit_enc(b, code);
+            phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_CTRL, PHX_CTRL_EXIT, (uint64_t)n->rank, (uint64_t)r, sizeof b);
+            phx_net_send(n->net, r, &h, NULL, 0, b, sizeof b, 0);
         }
     }
     for (int i = 0; i < n->nworkers; i++) {

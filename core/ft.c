@@ -52,8 +52,8 @@ static void hb_send(void *ctx, int dst, unsigned type, const void *buf, size_t l
 {
     phx_ft_t *ft = ctx;
     phx_node_t *n = ft->n;
-    phx_frame_hdr_t h = { .type = (uint8_t)phx_ft_hb_frame_type(type), .tag = type,
-                          .src = (uint64_t)n->rank, .dst = (uint64_t)dst };
+    phx_frame_hdr_t h = phx_frame_hdr(phx_ft_hb_frame_type(type), type, (uint64_t)n->rank, (uint64_t)dst,
+                                      (uint32_t)len);
     /* Urgent lane: a heartbeat queued behind megabytes of application data
      * would arrive late and look like a failure. */
     int rc = phx_net_send(n->net, dst, &h, NULL, 0, buf, len, PHX_NET_URGENT);

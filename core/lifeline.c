@@ -86,10 +86,23 @@ static void lifeline_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
 /* stdin is a pipe from the launcher (locally) or the ssh session (remotely)
  * that nobody writes to: its end of file means the launcher or the session
  * is gone, and so must this node be. */
+/* A launcher counts a node killed by a signal as the job's failure unless
+ * fault tolerance may survive it; a program can turn ft on itself (the GLB
+ * library does), where the launcher cannot see it. So a node with ft on
+ * says so to a local launcher, its parent: one SIGUSR1. */
+static void tell_launcher_ft(const phx_node_t *n)
+{
+    const char *lp = getenv("PHX_LAUNCHER_PID");
+    if (!n->cfg.ft || !lp || atol(lp) <= 1 || getppid() != (pid_t)atol(lp))
+        return;
+    kill(getppid(), SIGUSR1);
+}
+
 int phx_lifeline_open(phx_node_t *n)
 {
     const char *v = getenv("PHX_LIFELINE");
     struct stat st;
+    tell_launcher_ft(n);
     if (!v || strcmp(v, "1") != 0)
         return 0;
     if (fstat(0, &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {

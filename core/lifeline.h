@@ -11,7 +11,9 @@ typedef struct phx_node phx_node_t;
 /* After the loop exists: SIGTERM and SIGINT stop the node. */
 void phx_lifeline_signals(phx_node_t *n);
 /* With PHX_LIFELINE=1 (phx run sets it), watches stdin for the launcher's
- * end. 0, or PHX_EIO (reason printed). */
+ * end. 0, or PHX_EIO (reason printed). With ft on, first tells a local
+ * launcher (the parent, PHX_LAUNCHER_PID) so: one SIGUSR1, which phx run
+ * takes to mean a node killed by a signal may be survived. */
 int phx_lifeline_open(phx_node_t *n);
 /* The job is ending: closes the signal and lifeline handles. */
 void phx_lifeline_close(phx_node_t *n);

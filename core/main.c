@@ -13,6 +13,7 @@
 #include "core/metrics.h"
 #include "core/ft.h"
 #include "core/agree.h"
+#include "core/ctl_msg.h"
 #include "core/recovery.h"
 #include "core/failures.h"
 #include "core/inbound.h"
@@ -54,9 +55,10 @@ static void on_frame(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_
             maybe_start_job(n);
             return;
         }
-        if (h->tag == PHX_CTRL_EXIT) {
-            PHX_INFO("node", "rank %d ended the job with code %u", peer, (unsigned)h->ssn);
-            phx_node_exit(n, (int)h->ssn, 0);
+        int32_t code;
+        if (h->tag == PHX_CTRL_EXIT && !phx_ctl_exit_dec(payload, h->len, &code)) {
+            PHX_INFO("node", "rank %d ended the job with code %u", peer, (unsigned)code);
+            phx_node_exit(n, code, 0);
             return;
         }
         break;
@@ -182,7 +184,7 @@ static void on_all_up(void *ctx)
         return;   /* the job runs already: the recovery round takes us in */
     phx_ft_start(n);
     if (n->rank != 0) {
-        phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = PHX_CTRL_READY, .src = (uint64_t)n->rank };
+        phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_CTRL, PHX_CTRL_READY, (uint64_t)n->rank, 0, 0);
         phx_net_send(n->net, 0, &h, NULL, 0, NULL, 0, 0);
     }
     maybe_start_job(n);

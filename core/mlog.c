@@ -45,6 +45,7 @@
 #include "core/node.h"
 #include "core/cr.h"
 #include "core/recovery.h"
+#include "ft/mlog/msg.h"
 #include "ft/mlog/multi.h"
 #include "ft/mlog/scml.h"
 #include "ft/mlog/team.h"
@@ -185,8 +186,8 @@ static int ml_configure(phx_node_t *n)
 
 static void ctl2(mlog_t *g, int peer, int tag, const void *pre, size_t plen, const void *buf, size_t len)
 {
-    phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = (uint32_t)tag, .src = (uint64_t)g->n->rank,
-                          .dst = (uint64_t)peer, .len = (uint32_t)(plen + len) };
+    phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_CTRL, (uint32_t)tag, (uint64_t)g->n->rank, (uint64_t)peer,
+                                      (uint32_t)(plen + len));
     int rc = phx_net_send(g->n->net, peer, &h, pre, plen, buf, len, 0);
     if (rc)
         PHX_DEBUG("mlog", "control %d to rank %d not sent: %s", tag, peer, phx_strerror(rc));
@@ -672,8 +673,8 @@ static void call_rfin(phx_node_t *n, phx_msg_t *m)
     if (!g || g->fin[n->rank] >= g->pround)
         return;
     g->fin[n->rank] = (uint8_t)g->pround;
-    uint8_t b[4];
-    phx_put_le32(b, (uint32_t)g->pround);
+    uint8_t b[PHX_ML_ROUND_LEN];
+    phx_ml_round_enc(b, (uint32_t)g->pround);
     for (int r = 0; r < n->size; r++)
         if (r != n->rank && !g->dead[r])
             ctl(g, r, ML_RFIN, b, sizeof b);
@@ -804,7 +805,7 @@ static void hb_det(void *arg, const phx_det_t *d)
         install(g, d);
         return;
     }
-    if (h->dlen[host] + 32 > h->dcap[host]) {
+    if (h->dlen[host] + PHX_ML_DET_LEN > h->dcap[host]) {
         size_t cap = h->dcap[host] ? 2 * h->dcap[host] : 4096;
         uint8_t *b = realloc(h->dbuf[host], cap);
         if (!b) {
@@ -814,12 +815,10 @@ static void hb_det(void *arg, const phx_det_t *d)
         h->dbuf[host] = b;
         h->dcap[host] = cap;
     }
-    uint8_t *p = h->dbuf[host] + h->dlen[host];
-    phx_put_le64(p, d->sender);
-    phx_put_le64(p + 8, d->receiver);
-    phx_put_le64(p + 16, d->ssn);
-    phx_put_le64(p + 24, d->rsn);
-    h->dlen[host] += 32;
+    phx_wenc_t e;
+    phx_wenc_init(&e, h->dbuf[host] + h->dlen[host], PHX_ML_DET_LEN);
+    phx_ml_det_enc(&e, d);
+    h->dlen[host] += PHX_ML_DET_LEN;
 }
 
 static void hb_msg(void *arg, const phx_ml_entry_t *e)
@@ -850,9 +849,10 @@ static void hb_msg(void *arg, const phx_ml_entry_t *e)
         return;
     }
     /* Re-logged there is not needed: this log keeps it until the commit. */
-    phx_frame_hdr_t fh = { .type = (e->tag & ML_SPAWN_BIT) ? PHX_FT_SPAWN : PHX_FT_APP, .src = e->src,
-                           .dst = e->dst, .ssn = e->ssn, .tag = e->tag & ~ML_SPAWN_BIT, .inc = n->inc,
-                           .len = e->len };
+    phx_frame_hdr_t fh = phx_frame_hdr((e->tag & ML_SPAWN_BIT) ? PHX_FT_SPAWN : PHX_FT_APP, e->tag & ~ML_SPAWN_BIT,
+                                       e->src, e->dst, e->len);
+    fh.ssn = e->ssn;
+    fh.inc = n->inc;
     int rc = phx_net_send(n->net, host, &fh, NULL, 0, e->payload, e->len, 0);
     if (rc)
         PHX_WARN("mlog", "re-send to rank %d failed: %s", host, phx_strerror(rc));
@@ -987,8 +987,8 @@ static void partial_handback(mlog_t *g)
               (unsigned long long)g->resent);
     if (g->fast)
         return;   /* nothing is held: restored tasks take messages in any order */
-    uint8_t b[4];
-    phx_put_le32(b, (uint32_t)g->pround);
+    uint8_t b[PHX_ML_ROUND_LEN];
+    phx_ml_round_enc(b, (uint32_t)g->pround);
     for (int r = 0; r < sz; r++)
         if (r != n->rank && !g->dead[r])
             ctl(g, r, ML_RDONE, b, sizeof b);
@@ -1093,14 +1093,15 @@ static void ml_on_send(void *st, const phx_msg_t *m)
     if (g->pess || g->fast)
         return;   /* its causes are on the next live rank already, or it has none to carry */
     /* The batched ack rides along: same write, no extra wakeup at peer. */
-    uint8_t ack[2 + PHX_ML_ACK_MAX];
-    long a = phx_ml_ack_owed(g->ml, m->peer) ? phx_ml_ack_take(g->ml, m->peer, ack + 2) : 0;
+    uint8_t ack[PHX_ML_ACKDETS_HEAD + PHX_ML_ACK_MAX];
+    uint8_t *a_body = ack + PHX_ML_ACKDETS_HEAD;
+    long a = phx_ml_ack_owed(g->ml, m->peer) ? phx_ml_ack_take(g->ml, m->peer, a_body) : 0;
     long k = trailer(g, m->peer);
     if (a > 0 && k > 0) {
-        phx_put_le16(ack, (uint16_t)a);
-        ctl2(g, m->peer, ML_ACKDETS, ack, 2 + (size_t)a, g->buf, (size_t)k);
+        phx_ml_ackdets_head(ack, (size_t)a);
+        ctl2(g, m->peer, ML_ACKDETS, ack, PHX_ML_ACKDETS_HEAD + (size_t)a, g->buf, (size_t)k);
     } else if (a > 0)
-        ctl(g, m->peer, ML_ACK, ack + 2, (size_t)a);
+        ctl(g, m->peer, ML_ACK, a_body, (size_t)a);
     else if (k > 0)
         ctl(g, m->peer, ML_DETS, g->buf, (size_t)k);
     if (k > 0)
@@ -1124,15 +1125,15 @@ static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8
         return;
     }
     if (h->tag == ML_ACKDETS) {
-        uint16_t a = h->len >= 2 ? phx_get_le16(p) : 0;
-        if (h->len < 2 || (size_t)a + 2 > h->len || phx_ml_on_ack(g->ml, p + 2, a)) {
+        phx_ml_ackdets_t ad;
+        if (phx_ml_ackdets_dec(p, h->len, &ad) || phx_ml_on_ack(g->ml, ad.ack, ad.ack_len)) {
             PHX_WARN("mlog", "bad ack and determinant frame from rank %d", peer);
             return;
         }
         phx_frame_hdr_t d = *h;   /* the rest is an ML_DETS frame */
         d.tag = ML_DETS;
-        d.len = h->len - 2 - a;
-        ml_on_ctrl(st, peer, &d, p + 2 + a);
+        d.len = (uint32_t)ad.dets_len;
+        ml_on_ctrl(st, peer, &d, ad.dets);
     } else if (h->tag == ML_DETS) {
         /* Pessimistic: a worker waits for this ack. Causal: the ack only
          * stops re-piggybacking, so it rides with the next frame to peer
@@ -1146,14 +1147,16 @@ static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8
         else if (k < 0)
             PHX_WARN("mlog", "bad determinant frame from rank %d: %s", peer, phx_strerror((int)k));
     } else if (h->tag == ML_RDETS) {
-        for (uint32_t i = 0; i + 32 <= h->len; i += 32) {
-            phx_det_t d = { phx_get_le64(p + i), phx_get_le64(p + i + 8), phx_get_le64(p + i + 16),
-                            phx_get_le64(p + i + 24) };
+        phx_wdec_t dc;
+        phx_wdec_init(&dc, p, h->len);
+        phx_det_t d;
+        while (phx_wdec_left(&dc) >= PHX_ML_DET_LEN && !phx_ml_det_dec(&dc, &d))
             install(g, &d);
-        }
     } else if (h->tag == ML_RDONE || h->tag == ML_RFIN) {
         uint8_t *v = h->tag == ML_RDONE ? g->done : g->fin;
-        uint32_t k = h->len >= 4 ? phx_get_le32(p) : 0;
+        uint32_t k;
+        if (phx_ml_round_dec(p, h->len, &k))
+            k = 0;
         if (peer >= 0 && peer < g->n->size && k > v[peer] && k < 256)
             v[peer] = (uint8_t)k;
         if (h->tag == ML_RDONE)

@@ -6,7 +6,7 @@
  * handled by the handler registered for its tag. A task handles one message
  * at a time, so its execution is piecewise deterministic.
  *
- * Example (apps/hello.c):
+ * Example (examples/hello/hello.c is a complete program):
  *
  *     enum { T_HELLO };
  *     static int hello_type;
@@ -39,6 +39,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "base/phx_err.h"   /* the PHX_E* codes the calls below return */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define PHX_MAX_TAGS 32              /* handlers per task type */
 #define PHX_MAX_TYPES 64
@@ -287,5 +293,9 @@ int phx_allreduce(phx_ctx_t *ctx, phx_group_t *g, uint64_t *value, int op);
  * Call before phx_main. Returns 0 or PHX_EINVAL. */
 enum { PHX_AGREE_DIE_SENT = 1, PHX_AGREE_DIE_DECIDED = 2 };
 int phx_agree_debug_die(uint64_t k, int point);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,8 +10,26 @@
 #include "base/phx_err.h"
 #include "base/phx_wire.h"
 
+/* A tagged message's payload: u32 magic, u64 tag, then the body. */
 #define TAG_MAGIC 0x47545850u   /* "PXTG": a tagged message, not a plain one */
-#define PRE 12                  /* magic, tag */
+#define PRE 12
+
+static void tag_enc(uint8_t *m, uint64_t tag)
+{
+    phx_wenc_t e;
+    phx_wenc_init(&e, m, PRE);
+    phx_wenc_u32(&e, TAG_MAGIC);
+    phx_wenc_u64(&e, tag);
+}
+
+static int tag_dec(const void *msg, size_t len, uint64_t *tag)
+{
+    phx_wdec_t d;
+    phx_wdec_init(&d, msg, len);
+    uint32_t magic = phx_wdec_u32(&d);
+    *tag = phx_wdec_u64(&d);
+    return d.err || magic != TAG_MAGIC ? PHX_EPROTO : 0;
+}
 
 struct phx_tagbox {
     phx_dupf_t *f;
@@ -24,8 +42,7 @@ int phx_send_tagged(phx_ctx_t *c, phx_tid_t dst, int type, uint64_t tag, const v
     uint8_t small[256], *m = len + PRE <= sizeof small ? small : malloc(len + PRE);
     if (!m)
         return PHX_ENOMEM;
-    phx_put_le32(m, TAG_MAGIC);
-    phx_put_le64(m + 4, tag);
+    tag_enc(m, tag);
     if (len)
         memcpy(m + PRE, buf, len);
     int rc = phx_send(c, dst, type, m, len + PRE);
@@ -54,11 +71,9 @@ void phx_tagbox_free(phx_tagbox_t *b)
 int phx_tagbox_recv(phx_ctx_t *c, phx_tagbox_t *b, phx_tid_t src, int type, const void *msg, size_t len,
                     uint64_t *tag, const void **body, size_t *blen)
 {
-    const uint8_t *p = msg;
-    if (len < PRE || phx_get_le32(p) != TAG_MAGIC || type < 0)
+    if (type < 0 || tag_dec(msg, len, tag))
         return PHX_EPROTO;
-    *tag = phx_get_le64(p + 4);
-    *body = p + PRE;
+    *body = (const uint8_t *)msg + PRE;
     *blen = len - PRE;
     return phx_dupf_admit(b->f, src, phx_self(c), (uint32_t)type, *tag);
 }

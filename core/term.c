@@ -19,7 +19,7 @@ typedef struct td_self {
 static void td_send(void *ctx, int dst, const void *msg, size_t len)
 {
     phx_node_t *n = ctx;
-    phx_frame_hdr_t h = { .type = PHX_FT_TD, .src = (uint64_t)n->rank, .dst = (uint64_t)dst };
+    phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_TD, 0, (uint64_t)n->rank, (uint64_t)dst, (uint32_t)len);
     PHX_CNT_ADD(n->td_ctrl_sent, 1);
     if (dst == n->rank) {
         /* Deferred: re-entering the state machine from its own callback

@@ -1,6 +1,6 @@
 #include "auth.h"
 
-#include "frame.h"   /* phx_put/get_le* */
+#include "base/phx_wire.h"
 #include "base/phx_err.h"
 #include "base/phx_log.h"
 
@@ -124,13 +124,13 @@ out:
 
 int phx_auth_hello_parse(const uint8_t *in, size_t len, phx_auth_hello_t *out)
 {
-    if (len != PHX_AUTH_HELLO_LEN)
-        return PHX_EPROTO;
-    out->rank = phx_get_le32(in);
-    out->inc = phx_get_le32(in + 4);
-    out->job_id = phx_get_le64(in + 8);
-    memcpy(out->nonce, in + 16, PHX_AUTH_NONCE);
-    return PHX_OK;
+    phx_wdec_t d;
+    phx_wdec_init(&d, in, len);
+    out->rank = phx_wdec_u32(&d);
+    out->inc = phx_wdec_u32(&d);
+    out->job_id = phx_wdec_u64(&d);
+    phx_wdec_bytes(&d, out->nonce, PHX_AUTH_NONCE);
+    return phx_wdec_end(&d, 1) ? PHX_EPROTO : PHX_OK;
 }
 
 int phx_auth_create(const uint8_t *secret, size_t secret_len, uint32_t own_rank,
@@ -175,10 +175,12 @@ int phx_auth_hello(phx_auth_t *a, uint8_t *out, size_t cap)
         return PHX_EAUTH;
     if (cap < PHX_AUTH_HELLO_LEN)
         return PHX_ENOSPC;
-    phx_put_le32(out, a->own_rank);
-    phx_put_le32(out + 4, a->own_inc);
-    phx_put_le64(out + 8, a->job_id);
-    memcpy(out + 16, a->nonce, PHX_AUTH_NONCE);
+    phx_wenc_t e;
+    phx_wenc_init(&e, out, PHX_AUTH_HELLO_LEN);
+    phx_wenc_u32(&e, a->own_rank);
+    phx_wenc_u32(&e, a->own_inc);
+    phx_wenc_u64(&e, a->job_id);
+    phx_wenc_bytes(&e, a->nonce, PHX_AUTH_NONCE);
     a->hello_sent = 1;
     return PHX_AUTH_HELLO_LEN;
 }
@@ -189,13 +191,15 @@ int phx_auth_hello(phx_auth_t *a, uint8_t *out, size_t cap)
 static int mac(const phx_auth_t *a, const uint8_t *n_recv, const uint8_t *n_send,
                uint32_t r_send, uint32_t r_recv, uint8_t out[PHX_AUTH_MAC_LEN])
 {
-    uint8_t m[MSG_LEN], *p = m;
-    memcpy(p, PHX_AUTH_LABEL, LABEL_LEN), p += LABEL_LEN;
-    memcpy(p, n_recv, PHX_AUTH_NONCE), p += PHX_AUTH_NONCE;
-    memcpy(p, n_send, PHX_AUTH_NONCE), p += PHX_AUTH_NONCE;
-    phx_put_le32(p, r_send), p += 4;
-    phx_put_le32(p, r_recv), p += 4;
-    phx_put_le64(p, a->job_id);
+    uint8_t m[MSG_LEN];
+    phx_wenc_t e;
+    phx_wenc_init(&e, m, sizeof m);
+    phx_wenc_bytes(&e, PHX_AUTH_LABEL, LABEL_LEN);
+    phx_wenc_bytes(&e, n_recv, PHX_AUTH_NONCE);
+    phx_wenc_bytes(&e, n_send, PHX_AUTH_NONCE);
+    phx_wenc_u32(&e, r_send);
+    phx_wenc_u32(&e, r_recv);
+    phx_wenc_u64(&e, a->job_id);
     unsigned int olen = 0;
     if (!HMAC(EVP_sha256(), a->secret, (int)a->secret_len, m, sizeof m, out, &olen) ||
         olen != PHX_AUTH_MAC_LEN)

@@ -36,38 +36,70 @@ const char *phx_frame_type_name(unsigned t)
     }
 }
 
-static void put_hdr(uint8_t o[PHX_FRAME_HDR], const phx_frame_hdr_t *h)
+/* The header's one encoder and decoder; the fields in wire order (layout:
+ * net/README.md). Two of them are rewritten in place once the frame is
+ * written: the crc (CRC_OFF) and the link fields (LINK_OFF, lseq then
+ * lack: the header's last 16 bytes). */
+#define CRC_OFF 12
+#define LINK_OFF 48
+
+static void put_hdr(uint8_t *o, const phx_frame_hdr_t *h)
 {
-    phx_put_le32(o + 0, h->magic);
-    o[4] = h->version;
-    o[5] = h->type;
-    phx_put_le16(o + 6, h->flags);
-    phx_put_le32(o + 8, h->len);
-    phx_put_le32(o + 12, h->crc);
-    phx_put_le64(o + 16, h->src);
-    phx_put_le64(o + 24, h->dst);
-    phx_put_le64(o + 32, h->ssn);
-    phx_put_le32(o + 40, h->inc);
-    phx_put_le32(o + 44, h->tag);
-    phx_put_le64(o + 48, h->lseq);
-    phx_put_le64(o + 56, h->lack);
+    phx_wenc_t e;
+    phx_wenc_init(&e, o, PHX_FRAME_HDR);
+    phx_wenc_u32(&e, h->magic);
+    phx_wenc_u8(&e, h->version);
+    phx_wenc_u8(&e, h->type);
+    phx_wenc_u16(&e, h->flags);
+    phx_wenc_u32(&e, h->len);
+    phx_wenc_u32(&e, h->crc);
+    phx_wenc_u64(&e, h->src);
+    phx_wenc_u64(&e, h->dst);
+    phx_wenc_u64(&e, h->ssn);
+    phx_wenc_u32(&e, h->inc);
+    phx_wenc_u32(&e, h->tag);
+    phx_wenc_u64(&e, h->lseq);
+    phx_wenc_u64(&e, h->lack);
 }
 
 static void get_hdr(const uint8_t *b, phx_frame_hdr_t *h)
 {
-    h->magic = phx_get_le32(b + 0);
-    h->version = b[4];
-    h->type = b[5];
-    h->flags = phx_get_le16(b + 6);
-    h->len = phx_get_le32(b + 8);
-    h->crc = phx_get_le32(b + 12);
-    h->src = phx_get_le64(b + 16);
-    h->dst = phx_get_le64(b + 24);
-    h->ssn = phx_get_le64(b + 32);
-    h->inc = phx_get_le32(b + 40);
-    h->tag = phx_get_le32(b + 44);
-    h->lseq = phx_get_le64(b + 48);
-    h->lack = phx_get_le64(b + 56);
+    phx_wdec_t d;
+    phx_wdec_init(&d, b, PHX_FRAME_HDR);
+    h->magic = phx_wdec_u32(&d);
+    h->version = phx_wdec_u8(&d);
+    h->type = phx_wdec_u8(&d);
+    h->flags = phx_wdec_u16(&d);
+    h->len = phx_wdec_u32(&d);
+    h->crc = phx_wdec_u32(&d);
+    h->src = phx_wdec_u64(&d);
+    h->dst = phx_wdec_u64(&d);
+    h->ssn = phx_wdec_u64(&d);
+    h->inc = phx_wdec_u32(&d);
+    h->tag = phx_wdec_u32(&d);
+    h->lseq = phx_wdec_u64(&d);
+    h->lack = phx_wdec_u64(&d);
+}
+
+static uint32_t get_crc(const uint8_t *hdr)
+{
+    phx_wdec_t d;
+    phx_wdec_init(&d, hdr + CRC_OFF, 4);
+    return phx_wdec_u32(&d);
+}
+
+uint32_t phx_frame_peek_len(const uint8_t *hdr)
+{
+    phx_wdec_t d;
+    phx_wdec_init(&d, hdr + 8, 4);
+    return phx_wdec_u32(&d);
+}
+
+uint64_t phx_frame_peek_lseq(const uint8_t *hdr)
+{
+    phx_wdec_t d;
+    phx_wdec_init(&d, hdr + LINK_OFF, 8);
+    return phx_wdec_u64(&d);
 }
 
 /* CRC32C over the payload, then the header with the crc field counted as
@@ -88,8 +120,6 @@ static uint32_t payload_crc(const void *payload, uint32_t len)
     return len ? phx_crc32c(0, payload, len) : 0;
 }
 
-#define LINK_OFF 48   /* lseq, lack: the header's last 16 bytes */
-
 void phx_frame_put_hdr(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *payload)
 {
     phx_frame_put_hdr2(out, h, payload, h->len, NULL, 0);
@@ -106,22 +136,23 @@ void phx_frame_put_hdr2(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const vo
     h->crc = 0;
     put_hdr(out, h);
     h->crc = phx_crc32c(c, out, LINK_OFF);
-    phx_put_le32(out + 12, h->crc);
+    phx_wenc_patch_u32(out + CRC_OFF, h->crc);
 }
 
 void phx_frame_seal(uint8_t *frame, uint64_t lseq, uint64_t lack)
 {
-    phx_put_le64(frame + 48, lseq);
-    phx_put_le64(frame + 56, lack);
-    phx_put_le32(frame + 12, phx_crc32c(phx_get_le32(frame + 12), frame + LINK_OFF,
-                                        PHX_FRAME_HDR - LINK_OFF));
+    phx_wenc_t e;
+    phx_wenc_init(&e, frame + LINK_OFF, PHX_FRAME_HDR - LINK_OFF);
+    phx_wenc_u64(&e, lseq);
+    phx_wenc_u64(&e, lack);
+    phx_wenc_patch_u32(frame + CRC_OFF, phx_crc32c(get_crc(frame), frame + LINK_OFF, PHX_FRAME_HDR - LINK_OFF));
 }
 
 void phx_frame_encode(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *payload)
 {
     phx_frame_put_hdr(out, h, payload);
     phx_frame_seal(out, h->lseq, h->lack);
-    h->crc = phx_get_le32(out + 12);
+    h->crc = get_crc(out);
 }
 
 static _Thread_local char why_buf[128];
@@ -148,28 +179,27 @@ int phx_frame_decode(const uint8_t *buf, size_t avail, uint32_t max_payload,
         *why = "";
     /* Check each field the moment its bytes are in, so a peer speaking some
      * other protocol is cut off after a few bytes, not after 48+len. */
-    if (avail >= 4) {
-        uint32_t m = phx_get_le32(buf);
-        if (m != PHX_FRAME_MAGIC)
-            return fail(why, PHX_EPROTO, "bad magic 0x%08x", (unsigned)m);
-    }
-    if (avail >= 5 && buf[4] != PHX_WIRE_VERSION)
+    /* The same fields get_hdr reads, each checked if its bytes are in (a
+     * read past avail sets the cursor's sticky error, and skips the rest). */
+    phx_wdec_t d;
+    phx_wdec_init(&d, buf, avail < PHX_FRAME_HDR ? avail : PHX_FRAME_HDR);
+    uint32_t m = phx_wdec_u32(&d);
+    if (!d.err && m != PHX_FRAME_MAGIC)
+        return fail(why, PHX_EPROTO, "bad magic 0x%08x", (unsigned)m);
+    uint8_t ver = phx_wdec_u8(&d);
+    if (!d.err && ver != PHX_WIRE_VERSION)
         return fail(why, PHX_EVERSION, "unsupported version %u (want %u)",
-                    (unsigned)buf[4], (unsigned)PHX_WIRE_VERSION);
-    if (avail >= 6 && !phx_frame_type_valid(buf[5]))
-        return fail(why, PHX_EPROTO, "unknown frame type %u", (unsigned)buf[5]);
-    if (avail >= 8) {
-        uint16_t f = phx_get_le16(buf + 6);
-        if (f & ~PHX_FRAME_F_MASK)
-            return fail(why, PHX_EPROTO, "undefined flag bits 0x%04x", (unsigned)f);
-    }
-    if (avail >= 12) {
-        uint32_t len = phx_get_le32(buf + 8);
-        uint32_t lim = max_payload < PHX_FRAME_LEN_HARDMAX ? max_payload : PHX_FRAME_LEN_HARDMAX;
-        if (len > lim)
-            return fail(why, PHX_EPROTO, "payload length %u exceeds limit %u",
-                        (unsigned)len, (unsigned)lim);
-    }
+                    (unsigned)ver, (unsigned)PHX_WIRE_VERSION);
+    uint8_t type = phx_wdec_u8(&d);
+    if (!d.err && !phx_frame_type_valid(type))
+        return fail(why, PHX_EPROTO, "unknown frame type %u", (unsigned)type);
+    uint16_t f = phx_wdec_u16(&d);
+    if (!d.err && (f & ~PHX_FRAME_F_MASK))
+        return fail(why, PHX_EPROTO, "undefined flag bits 0x%04x", (unsigned)f);
+    uint32_t len = phx_wdec_u32(&d);
+    uint32_t lim = max_payload < PHX_FRAME_LEN_HARDMAX ? max_payload : PHX_FRAME_LEN_HARDMAX;
+    if (!d.err && len > lim)
+        return fail(why, PHX_EPROTO, "payload length %u exceeds limit %u", (unsigned)len, (unsigned)lim);
     if (avail < PHX_FRAME_HDR)
         return PHX_ETRUNC;
     get_hdr(buf, h);

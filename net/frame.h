@@ -43,6 +43,27 @@ typedef struct phx_frame_hdr {
     uint64_t lseq, lack;        /* link sequence / cumulative ack (net/link.h) */
 } phx_frame_hdr_t;
 
+/* The header of a frame to send, as its sender chooses it: type, tag,
+ * endpoints, payload length; the rest zero (the application's ssn and
+ * inc, where a frame carries them, are set after). Magic, version, crc
+ * and the link fields are the encoder's and the transport's. Every frame a
+ * node sends starts here. */
+static inline phx_frame_hdr_t phx_frame_hdr(unsigned type, uint32_t tag, uint64_t src, uint64_t dst, uint32_t len)
+{
+    phx_frame_hdr_t h = { 0 };
+    h.type = (uint8_t)type;
+    h.tag = tag;
+    h.src = src;
+    h.dst = dst;
+    h.len = len;
+    return h;
+}
+
+/* Fields of a header already encoded (64 bytes at hdr), read in place:
+ * the link walks the sealed frames it keeps by them. */
+uint32_t phx_frame_peek_len(const uint8_t *hdr);
+uint64_t phx_frame_peek_lseq(const uint8_t *hdr);
+
 /* 1 if t is one of enum phx_frame_type, else 0. */
 int phx_frame_type_valid(unsigned t);
 /* Static name ("APP", ...) or "UNKNOWN"; never NULL. */

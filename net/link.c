@@ -147,7 +147,7 @@ static size_t frame_span(const uint8_t *base, const uint8_t *p, const uint8_t *e
 {
     if ((size_t)(end - p) < PHX_FRAME_HDR)
         return 0;
-    size_t o = (size_t)(p - base), sz = PHX_FRAME_HDR + (size_t)phx_get_le32(p + 8);
+    size_t o = (size_t)(p - base), sz = PHX_FRAME_HDR + (size_t)phx_frame_peek_len(p);
     if (*k < next && ext[*k].at < o + sz) {
         if (ext[*k].at < o + PHX_FRAME_HDR || ext[*k].at + ext[*k].len != o + sz)
             return 0;   /* a reference that is not this frame's payload tail */
@@ -200,7 +200,7 @@ int phx_link_retain_ext(phx_link_t *l, uint8_t *data, size_t len, size_t cap, in
         *freed = charge;
         return 0;
     }
-    uint64_t first = phx_get_le64(data + 48), last = first + (uint64_t)count - 1;
+    uint64_t first = phx_frame_peek_lseq(data), last = first + (uint64_t)count - 1;
     if (last <= l->acked) {   /* acked while the write was still in flight */
         release(l, data, cap);
         phx_link_ext_free(ext, next);
@@ -254,7 +254,7 @@ long phx_link_resend(phx_link_t *l, uint8_t **out)
     for (const uint8_t *p = b0->data, *end = b0->data + b0->len; p < end;) {
         int k = kskip;
         size_t sz = frame_span(b0->data, p, end, b0->ext, b0->next, &k);
-        if (!sz || phx_get_le64(p + 48) > l->acked)
+        if (!sz || phx_frame_peek_lseq(p) > l->acked)
             break;
         if (k != kskip)
             skip_ext += b0->ext[kskip].len;

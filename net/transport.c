@@ -302,8 +302,8 @@ static int send_handshake(conn_t *c, int type, const uint8_t *p, size_t len)
     hs_write_t *w = malloc(sizeof *w);
     if (!w)
         return PHX_ENOMEM;
-    phx_frame_hdr_t h = { .type = (uint8_t)type, .src = (uint64_t)c->net->rank,
-                          .inc = c->net->inc, .len = (uint32_t)len };
+    phx_frame_hdr_t h = phx_frame_hdr((unsigned)type, 0, (uint64_t)c->net->rank, 0, (uint32_t)len);
+    h.inc = c->net->inc;
     memcpy(w->data + PHX_FRAME_HDR, p, len);
     phx_frame_encode(w->data, &h, w->data + PHX_FRAME_HDR);
     uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)(PHX_FRAME_HDR + len));
@@ -349,8 +349,8 @@ static void peer_flush(peer_t *p)
     unsigned nb = 0;
     if (ack_only) {
         /* Nothing to piggyback on: a standalone, unsequenced ACK. */
-        phx_frame_hdr_t h = { .type = PHX_FT_ACK, .src = (uint64_t)p->net->rank,
-                              .dst = (uint64_t)p->rank, .inc = p->net->inc };
+        phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_ACK, 0, (uint64_t)p->net->rank, (uint64_t)p->rank, 0);
+        h.inc = p->net->inc;
         phx_frame_put_hdr(p->ack, &h, NULL);
         phx_frame_seal(p->ack, 0, phx_link_take_ack(p->link));
         b[nb++] = uv_buf_init((char *)p->ack, PHX_FRAME_HDR);
@@ -1542,8 +1542,8 @@ void phx_net_stop(phx_net_t *n, void (*done)(void *), void *ctx)
             conn_close(p->conn, NULL);
             continue;
         }
-        phx_frame_hdr_t h = { .type = PHX_FT_CTRL, .tag = PHX_NET_CTRL_BYE, .inc = n->inc,
-                              .src = (uint64_t)n->rank, .dst = (uint64_t)r };
+        phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_CTRL, PHX_NET_CTRL_BYE, (uint64_t)n->rank, (uint64_t)r, 0);
+        h.inc = n->inc;
         if (frame_append(&p->obuf, &h, NULL, 0, NULL, 0) == 0)
             peer_flush(p);
         if (!p->writing)

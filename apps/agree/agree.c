@@ -32,6 +32,7 @@
 
 #include "base/phx_err.h"
 #include "core/phalanx.h"
+#include "apps/common/phx_args.h"
 
 #define MAX_DIE 16
 
@@ -46,16 +47,19 @@ static int node_type, main_type;
 
 #define AGREE_USAGE "agree [-k K] [--op and|or|min|max] [--die RANK:K:before|sent|decided]... " \
                     "[--revoke RANK:K] [--shrink] [--bench N] [--bench-fail RANK]"
-#define BAD(...) phx_usage_error(AGREE_USAGE, __VA_ARGS__)
+static const phx_args_t ARGS = {
+    "agree", AGREE_USAGE,
+    "  -k K            agreements to run (default 5);  --op  how values combine\n"
+    "  --die R:K:PHASE rank R dies in agreement K, before it sends, once sent, or once decided\n"
+    "  --revoke R:K    rank R revokes agreement K;  --shrink  survivors shrink and go on\n"
+    "  --bench N       N timed agreements;  --bench-fail R  rank R dies during them\n"
+};
+#define BAD(...) phx_args_bad(&ARGS, __VA_ARGS__)
 
 /* A whole number from 0 to 1,000,000 (counts, ranks and agreement ids). */
 static int num(const char *a, const char *v, int *out)
 {
-    uint64_t x;
-    if (phx_arg_u64(v, 0, 1000000, &x))
-        return BAD("agree: %s wants a whole number from 0 to 1000000, got '%s'", a, v);
-    *out = (int)x;
-    return 0;
+    return phx_args_int(&ARGS, a, v, 0, 1000000, out);
 }
 
 /* "A:B" or "A:B:WORD" with whole numbers A and B. */
@@ -63,17 +67,17 @@ static int pair(const char *a, const char *v, int *x, int *y, char *word, size_t
 {
     char buf[64], *c1, *c2;
     if (strlen(v) >= sizeof buf)
-        return BAD("agree: bad %s '%s'", a, v);
+        return BAD("bad %s '%s'", a, v);
     strcpy(buf, v);
     c1 = strchr(buf, ':');
     c2 = c1 ? strchr(c1 + 1, ':') : NULL;
     if (!c1 || (word != NULL) != (c2 != NULL))
-        return BAD("agree: bad %s '%s' (%s)", a, v, word ? "RANK:K:PHASE" : "RANK:K");
+        return BAD("bad %s '%s' (%s)", a, v, word ? "RANK:K:PHASE" : "RANK:K");
     *c1 = 0;
     if (c2) {
         *c2 = 0;
         if (strlen(c2 + 1) >= wn)
-            return BAD("agree: bad phase in %s '%s'", a, v);
+            return BAD("bad phase in %s '%s'", a, v);
         strcpy(word, c2 + 1);
     }
     return num(a, buf, x) || num(a, c1 + 1, y) ? 2 : 0;
@@ -84,12 +88,15 @@ static int parse(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strncmp(a, "--phx-", 6) == 0)
-            continue;   /* the runtime's; phx_main removes them */
+        int rt = phx_args_runtime(argc, argv, i);
+        if (rt) {   /* the runtime's; phx_main removes them */
+            i += rt - 1;
+            continue;
+        }
         if (!strcmp(a, "--shrink")) {
             O.shrink = 1;
         } else if (!v) {
-            return BAD("agree: %s needs a value", a);
+            return BAD("%s needs a value", a);
         } else if (!strcmp(a, "-k")) {
             if (num(a, v, &O.k))
                 return 2;
@@ -109,7 +116,7 @@ static int parse(int argc, char **argv)
                 if (!strcmp(v, ops[j]))
                     O.op = j;
             if (O.op < 0)
-                return BAD("agree: unknown op '%s' (and, or, min or max)", v);
+                return BAD("unknown op '%s' (and, or, min or max)", v);
             i++;
         } else if (!strcmp(a, "--revoke")) {
             if (pair(a, v, &O.revoke_rank, &O.revoke_k, NULL, 0))
@@ -117,16 +124,16 @@ static int parse(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--die")) {
             if (O.ndie == MAX_DIE)
-                return BAD("agree: at most %d --die", MAX_DIE);
+                return BAD("at most %d --die", MAX_DIE);
             if (pair(a, v, &O.die[O.ndie].rank, &O.die[O.ndie].k, O.die[O.ndie].phase,
                      sizeof O.die[O.ndie].phase))
                 return 2;
             const char *ph = O.die[O.ndie].phase;
             if (strcmp(ph, "before") && strcmp(ph, "sent") && strcmp(ph, "after") && strcmp(ph, "decided"))
-                return BAD("agree: unknown phase '%s' (before, sent or decided)", ph);
+                return BAD("unknown phase '%s' (before, sent or decided)", ph);
             O.ndie++, i++;
         } else {
-            return BAD("agree: unknown option '%s'", a);
+            return BAD("unknown option '%s'", a);
         }
     }
     return 0;
@@ -310,6 +317,8 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
 
 int main(int argc, char **argv)
 {
+    if (phx_args_help(&ARGS, argc, argv))
+        return 0;
     int rc = parse(argc, argv);
     if (rc)
         return rc;

@@ -22,6 +22,7 @@
 
 #include "core/phalanx.h"
 #include "ft/glb/glb.h"
+#include "apps/common/phx_args.h"
 #include "ft/glb/glb_vec.h"
 
 #define FIX 16777216.0          /* 2^24 */
@@ -271,41 +272,55 @@ static phx_glb_ops_t OPS = {
     .reduce = reduce, .report = report,
 };
 
+static const phx_args_t ARGS = {
+    "bc", "bc [-n scale] [-e edgefactor] [-s seed] [-a A -b B -c C] [--no-permute] [--seq] "
+          "[--dump-graph FILE] [--out FILE] [--glb-*=...]",
+    "  -n scale       2^scale vertices, 1 to 24 (default 12)\n"
+    "  -e factor      edges per vertex, 1 to 1024 (default 8)\n"
+    "  -s seed        graph seed (default 2)\n"
+    "  -a, -b, -c     R-MAT probabilities, each 0 to 1, summing to at most 1 (0.55 0.1 0.1)\n"
+    "  --no-permute   keep the generator's vertex numbering\n"
+    "  --seq          compute in one process\n"
+    "  --dump-graph F write the edges to F;  --out F  write every vertex's score to F\n"
+};
+
 int main(int argc, char **argv)
 {
     phx_glb_cfg_t cfg;
     int seq = 0;
     const char *dump = NULL;
+    if (phx_args_help(&ARGS, argc, argv))
+        return 0;
     if (phx_glb_parse(&argc, argv, &cfg) != 0)
         return 2;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strncmp(a, "--phx-", 6))
+        const char *a = argv[i], *v;
+        int rt = phx_args_runtime(argc, argv, i), rc = 0;
+        if (rt) {
+            i += rt - 1;
             continue;
+        }
         if (!strcmp(a, "--seq")) { seq = 1; continue; }
         if (!strcmp(a, "--no-permute")) { P.permute = 0; continue; }
-        if (!v) {
-            fprintf(stderr, "bc: %s needs a value\n", a);
+        if (strcmp(a, "--dump-graph") && strcmp(a, "--out") && (a[0] != '-' || !a[1] || a[2] || !strchr("nseabc", a[1])))
+            return phx_args_bad(&ARGS, "unknown argument '%s'", a);
+        if (phx_args_need(&ARGS, argc, argv, i))
             return 2;
-        }
-        i++;
+        v = argv[++i];
         if (!strcmp(a, "--dump-graph")) dump = v;
         else if (!strcmp(a, "--out")) out_path = v;
-        else if (!strcmp(a, "-n")) P.scale = atoi(v);
-        else if (!strcmp(a, "-s")) P.seed = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "-e")) P.factor = atoi(v);
-        else if (!strcmp(a, "-a")) P.a = atof(v);
-        else if (!strcmp(a, "-b")) P.b = atof(v);
-        else if (!strcmp(a, "-c")) P.c = atof(v);
-        else {
-            fprintf(stderr, "bc: unknown option %s\n", a);
-            return 2;
-        }
+        else if (!strcmp(a, "-n")) rc = phx_args_int(&ARGS, a, v, 1, 24, &P.scale);
+        else if (!strcmp(a, "-s")) rc = phx_args_u64(&ARGS, a, v, 0, UINT64_MAX, &P.seed);
+        else if (!strcmp(a, "-e")) rc = phx_args_int(&ARGS, a, v, 1, 1024, &P.factor);
+        else if (!strcmp(a, "-a")) rc = phx_args_dbl(&ARGS, a, v, 0, 1, &P.a);
+        else if (!strcmp(a, "-b")) rc = phx_args_dbl(&ARGS, a, v, 0, 1, &P.b);
+        else rc = phx_args_dbl(&ARGS, a, v, 0, 1, &P.c);
+        if (rc)
+            return rc;
     }
-    if (P.scale < 1 || P.scale > 24 || P.factor < 1 || P.a + P.b + P.c > 1) {
-        fprintf(stderr, "bc: bad graph parameters\n");
-        return 2;
-    }
+    if (P.a + P.b + P.c > 1)
+        return phx_args_bad(&ARGS, "-a + -b + -c must be at most 1 (the R-MAT quadrant probabilities), "
+                                   "got %g", P.a + P.b + P.c);
     if (pthread_key_create(&scratch_key, scratch_free) != 0 || gen_graph() != 0) {
         fprintf(stderr, "bc: out of memory building the graph\n");
         return 1;

@@ -38,6 +38,7 @@
 
 #include "core/eventlog.h"
 #include "core/phalanx.h"
+#include "apps/common/phx_args.h"
 
 enum { T_TICK };
 
@@ -150,13 +151,16 @@ static void on_failure(void *arg, int node, uint32_t inc, uint64_t when_ns)
     (void)arg; (void)node; (void)inc; (void)when_ns;
 }
 
+static const phx_args_t ARGS = {
+    "busy", "busy [--hold-until FILE] SECONDS [CHUNK_MS] [TASKS_PER_NODE]",
+    "  every core busy for SECONDS, in CHUNK_MS slices (default 10) of TASKS_PER_NODE\n"
+    "  tasks; --hold-until waits for FILE first. e.g. busy 8, busy 2.5 10 4,\n"
+    "  busy --hold-until /tmp/go 0\n"
+};
+
 static int usage(const char *why)
 {
-    const char *r = getenv("PHX_RANK");
-    if (!r || !strcmp(r, "0"))   /* every node parses the same argv: say it once */
-        fprintf(stderr, "busy: %s\nusage: busy [--hold-until FILE] SECONDS [CHUNK_MS] [TASKS_PER_NODE]\n"
-                        "  e.g. busy 8, busy 2.5 10 4, busy --hold-until /tmp/go 0\n", why);
-    return 2;
+    return phx_args_bad(&ARGS, "%s", why);
 }
 
 static int parse_num(const char *a, double lo, double *out)
@@ -177,14 +181,17 @@ static int parse(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         double v;
-        if (!strncmp(a, "--phx-", 6))
+        int rt = phx_args_runtime(argc, argv, i);
+        if (rt) {
+            i += rt - 1;
             continue;
+        }
         if (!strcmp(a, "--hold-until")) {
             if (i + 1 >= argc || !argv[i + 1][0])
                 return usage("--hold-until needs a FILE");
             opt.hold = argv[++i];
         } else if (a[0] == '-' && a[1] == '-') {
-            return usage("unknown option");
+            return phx_args_bad(&ARGS, "unknown option '%s'", a);
         } else if (npos == 0) {
             if (parse_num(a, 0, &opt.secs))
                 return usage("SECONDS must be a number >= 0");
@@ -211,6 +218,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "busy: cannot register the failure callback\n");
         return 1;
     }
+    if (phx_args_help(&ARGS, argc, argv))
+        return 0;
     int rc = parse(argc, argv);
     if (rc)
         return rc;

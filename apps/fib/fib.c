@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/phalanx.h"
+#include "apps/common/phx_args.h"
 
 enum { T_RESULT };
 
@@ -76,19 +77,27 @@ static void main_result(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, si
         phx_exit(c, ok ? 0 : 1);
 }
 
+static const phx_args_t ARGS = { "fib", FIB_USAGE,
+                                 "  fib(N) by naive recursion, one task per call; --exit ends the job with\n"
+                                 "  phx_exit instead of termination detection\n" };
+
 int main(int argc, char **argv)
 {
     int have_n = 0;
+    if (phx_args_help(&ARGS, argc, argv))
+        return 0;
     for (int i = 1; i < argc; i++) {
-        uint64_t v;
-        if (!strncmp(argv[i], "--phx-", 6))
+        int rt = phx_args_runtime(argc, argv, i);
+        if (rt) {
+            i += rt - 1;
             continue;
+        }
         if (!strcmp(argv[i], "--exit"))
             use_exit = 1;
-        else if (!have_n && !phx_arg_u64(argv[i], 0, 93, &v))   /* fib(94) overflows 64 bits */
-            fib_n = (int)v, have_n = 1;
-        else
-            return phx_usage_error(FIB_USAGE, "fib: bad argument '%s'", argv[i]);
+        else if (have_n++)
+            return phx_args_bad(&ARGS, "unexpected argument '%s'", argv[i]);
+        else if (phx_args_int(&ARGS, "N", argv[i], 0, 93, &fib_n))   /* fib(94) overflows 64 bits */
+            return 2;
     }
     phx_type_t ft = { .name = "fib", .state_size = sizeof(fib_st_t), .init = fib_init,
                       .handlers = { [T_RESULT] = fib_result } };

@@ -29,6 +29,7 @@
 #include "core/eventlog.h"
 #include "core/phalanx.h"
 #include "base/phx_err.h"
+#include "apps/common/phx_args.h"
 
 enum { T_START, T_GHOST, T_RES, T_FINAL, T_POLL };
 enum { S_N, S_S, S_W, S_E };   /* sides of a block */
@@ -472,32 +473,51 @@ static void main_fini(void *st)
     phx_tagbox_free(s->box);
 }
 
+static const phx_args_t ARGS = {
+    "jacobi", "jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [-T] [-H iter -g FILE] [--seq [-P nodes]]",
+    "  -N n           grid side, 4 to 65536 (default 256)\n"
+    "  -i iters       iterations, >= 1 (default 200)\n"
+    "  -V blocks      blocks per node, 1 to 4096 (default 4)\n"
+    "  -c every       phx_checkpoint every this many iterations (0: never)\n"
+    "  -T             tagged receives (receive-deterministic types, for mlog-fast)\n"
+    "  -H iter -g F   hold at iteration iter until file F exists (tests)\n"
+    "  --seq [-P n]   run sequentially, as n nodes would split the grid\n"
+};
+
+/* Every node parses the same argv, in main() (runtime flags still in it)
+ * and again in the main task (phx_argv(), without them). */
 static int parse_args(int argc, char **argv, int *seq)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int rt = phx_args_runtime(argc, argv, i);
+        if (rt) {
+            i += rt - 1;
+            continue;
+        }
         int *dst = !strcmp(a, "-N") ? &P.n : !strcmp(a, "-i") ? &P.iters : !strcmp(a, "-V") ? &P.v
                  : !strcmp(a, "-c") ? &P.ckpt_every : !strcmp(a, "-P") ? &P.nodes : !strcmp(a, "-H") ? &P.hold
                  : NULL;
+        int lo = !strcmp(a, "-N") ? 4 : !strcmp(a, "-c") || !strcmp(a, "-H") ? 0 : 1;
+        int hi = !strcmp(a, "-N") ? 65536 : !strcmp(a, "-V") ? 4096 : !strcmp(a, "-P") ? 65536 : 1000000000;
         if (!strcmp(a, "--seq")) {
             *seq = 1;
         } else if (!strcmp(a, "-T")) {
             TAGGED = 1;
-        } else if (!strcmp(a, "-g") && i + 1 < argc) {
+        } else if (!strcmp(a, "-g")) {
+            if (phx_args_need(&ARGS, argc, argv, i))
+                return 2;
             GATE = argv[++i];
-        } else if (dst && i + 1 < argc) {
-            *dst = atoi(argv[++i]);
+        } else if (dst) {
+            if (phx_args_need(&ARGS, argc, argv, i) || phx_args_int(&ARGS, a, argv[i + 1], lo, hi, dst))
+                return 2;
+            i++;
         } else {
-            fprintf(stderr, "usage: jacobi [-N n] [-i iters] [-V blocks/node] [-c ckpt_every] [-T] [-H iter -g FILE] "
-                            "[--seq [-P nodes]]\n");
-            return -1;
+            return phx_args_bad(&ARGS, "unknown argument '%s'", a);
         }
     }
-    if (P.n < 4 || P.iters < 1 || P.v < 1 || P.nodes < 1 || P.ckpt_every < 0 || P.hold < -1 ||
-        (P.hold >= 0) != !!GATE) {
-        fprintf(stderr, "jacobi: bad parameters (-H and -g go together)\n");
-        return -1;
-    }
+    if ((P.hold >= 0) != !!GATE)
+        return phx_args_bad(&ARGS, "-H and -g go together");
     return 0;
 }
 
@@ -760,19 +780,12 @@ static int run_seq(void)
 int main(int argc, char **argv)
 {
     int seq = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seq"))
-            seq = 1;
-        if (!strcmp(argv[i], "-g") && i + 1 < argc)
-            GATE = argv[i + 1];
-        if (!strcmp(argv[i], "-T"))
-            TAGGED = 1;
-    }
-    if (seq) {
-        if (parse_args(argc, argv, &seq))
-            return 2;
+    if (phx_args_help(&ARGS, argc, argv))
+        return 0;
+    if (parse_args(argc, argv, &seq))
+        return 2;
+    if (seq)
         return run_seq();
-    }
     phx_type_t bt = { .name = "jacobi_block", .state_size = sizeof(blk_t), .init = blk_init, .fini = blk_fini,
                       .pack = blk_pack, .unpack = blk_unpack,
                       .handlers = { [T_START] = blk_start, [T_GHOST] = blk_ghost } };

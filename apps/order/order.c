@@ -44,6 +44,7 @@
 
 #include "core/eventlog.h"
 #include "core/phalanx.h"
+#include "apps/common/phx_args.h"
 #include "base/phx_err.h"
 
 #define MAXP 64
@@ -343,38 +344,53 @@ static void on_poll(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
     osend(c, phx_self(c), T_POLL, NULL, 0);
 }
 
+static const phx_args_t ARGS = {
+    "order", "order [-V tasks/node] [-k hops] [-c ticks per checkpoint] [-L 0|1] [-S hops] [-H TICK -g FILE]",
+    "  -V n   tasks per node, 1 to 32;  -k n  hops per token, 1 to 1000000\n"
+    "  -c n   ticks per checkpoint;  -L 0|1  a line of tasks;  -S n  hops between spawns\n"
+    "  -H t -g F  hold at tick t until file F exists (tests)\n"
+};
+
 int main(int argc, char **argv)
 {
-    const char *usage = "order [-V tasks/node] [-k hops] [-c ticks per checkpoint] [-L 0|1] [-S hops] "
-                        "[-H TICK -g FILE]";
+    if (phx_args_help(&ARGS, argc, argv))
+        return 0;
     for (int i = 1; i < argc; i++) {
-        if (!strncmp(argv[i], "--phx-", 6))
+        const char *a = argv[i];
+        int rt = phx_args_runtime(argc, argv, i);
+        if (rt) {
+            i += rt - 1;
             continue;
-        if (!strcmp(argv[i], "-g") && i + 1 < argc) {
-            GATE = argv[++i];
+        }
+        if (strcmp(a, "-g") && strcmp(a, "-V") && strcmp(a, "-k") && strcmp(a, "-c") && strcmp(a, "-L") &&
+            strcmp(a, "-S") && strcmp(a, "-H"))
+            return phx_args_bad(&ARGS, "unknown argument '%s'", a);
+        if (phx_args_need(&ARGS, argc, argv, i))
+            return 2;
+        const char *s = argv[++i];
+        if (!strcmp(a, "-g")) {
+            GATE = s;
             continue;
         }
         uint64_t v;
-        if (i + 1 >= argc || phx_arg_u64(argv[i + 1], 0, 1000000, &v))
-            return phx_usage_error(usage, "bad argument '%s'", argv[i]);
-        if (!strcmp(argv[i], "-V") && v >= 1 && v <= 32)
+        if (phx_args_u64(&ARGS, a, s, !strcmp(a, "-V") || !strcmp(a, "-k") ? 1 : 0,
+                         !strcmp(a, "-V") ? 32 : !strcmp(a, "-L") ? 1 : 1000000, &v))
+            return 2;
+        if (!strcmp(a, "-V"))
             V = (uint32_t)v;
-        else if (!strcmp(argv[i], "-k") && v >= 1)
+        else if (!strcmp(a, "-k"))
             HOPS = (uint32_t)v;
-        else if (!strcmp(argv[i], "-c"))
+        else if (!strcmp(a, "-c"))
             CKPT_EVERY = (uint32_t)v;
-        else if (!strcmp(argv[i], "-L") && v <= 1)
+        else if (!strcmp(a, "-L"))
             LINE = (uint32_t)v;
-        else if (!strcmp(argv[i], "-S"))
+        else if (!strcmp(a, "-S"))
             SPAWN = (uint32_t)v;
-        else if (!strcmp(argv[i], "-H"))
-            HOLD = (uint32_t)v;
         else
-            return phx_usage_error(usage, "bad argument '%s %s'", argv[i], argv[i + 1]);
-        i++;
+            HOLD = (uint32_t)v;
     }
     if ((HOLD == UINT32_MAX) != !GATE)
-        return phx_usage_error(usage, "-H and -g go together");
+        return phx_args_bad(&ARGS, "-H and -g go together");
     phx_type_t tt = { .name = "order-task", .state_size = sizeof(task_t), .init = task_init,
                       .handlers = { [T_START] = on_start, [T_TOK] = on_tok, [T_ASK] = on_ask, [T_KID] = on_kid } };
     task_type = phx_register_type(&tt);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/phalanx.h"
+#include "apps/common/phx_args.h"
 
 enum { T_START, T_PING, T_PONG, T_DATA, T_ACK };
 enum { M_LAT, M_RATE, M_BW };
@@ -27,14 +28,21 @@ static int pp_type, main_type;
 static cfg_t pp_cfg = { .mode = M_LAT, .n = 20000, .size = 8 };
 
 /* On every node before phx_main: a bad argument stops the job at once. */
+static const phx_args_t ARGS = { "pingpong", PP_USAGE,
+                                 "  lat: round trips of SIZE bytes; rate: a one-way stream of N messages;\n"
+                                 "  bw: N messages of SIZE bytes (default 1 MiB)\n" };
+
 static int parse(int argc, char **argv)
 {
     int k = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         uint64_t v;
-        if (!strncmp(a, "--phx-", 6))
+        int rt = phx_args_runtime(argc, argv, i);
+        if (rt) {
+            i += rt - 1;
             continue;
+        }
         if (k == 0 && !strcmp(a, "rate")) {
             pp_cfg.mode = M_RATE;
             pp_cfg.n = 2000000;
@@ -43,16 +51,16 @@ static int parse(int argc, char **argv)
             pp_cfg.n = 2000;
             pp_cfg.size = 1 << 20;
         } else if (k == 0 && strcmp(a, "lat")) {
-            return phx_usage_error(PP_USAGE, "pingpong: unknown mode '%s'", a);
+            return phx_args_bad(&ARGS, "unknown mode '%s' (lat, rate or bw)", a);
         } else if (k == 1 || k == 2) {
-            if (phx_arg_u64(a, k == 1 ? 1 : 0, k == 1 ? UINT64_MAX : 1u << 30, &v))
-                return phx_usage_error(PP_USAGE, "pingpong: bad %s '%s'", k == 1 ? "N" : "SIZE", a);
+            if (phx_args_u64(&ARGS, k == 1 ? "N" : "SIZE", a, k == 1 ? 1 : 0, k == 1 ? UINT64_MAX : 1u << 30, &v))
+                return 2;
             if (k == 1)
                 pp_cfg.n = v;
             else
                 pp_cfg.size = (uint32_t)v;
         } else if (k > 2) {
-            return phx_usage_error(PP_USAGE, "pingpong: unexpected argument '%s'", a);
+            return phx_args_bad(&ARGS, "unexpected argument '%s'", a);
         }
         k++;
     }
@@ -170,6 +178,8 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
 
 int main(int argc, char **argv)
 {
+    if (phx_args_help(&ARGS, argc, argv))
+        return 0;
     int rc = parse(argc, argv);
     if (rc)
         return rc;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/phalanx.h"
+#include "apps/common/phx_args.h"
 
 enum { T_SETUP, T_TOKEN, T_DONE };
 
@@ -85,14 +86,23 @@ static void on_done(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
     phx_exit(c, hops == (uint64_t)phx_size(c) * t->lap ? 0 : 1);
 }
 
+static const phx_args_t ARGS = { "ring", RING_USAGE, "  a token goes round all nodes LAPS times\n" };
+
 int main(int argc, char **argv)
 {
     int have = 0;
+    if (phx_args_help(&ARGS, argc, argv))
+        return 0;
     for (int i = 1; i < argc; i++) {
-        if (!strncmp(argv[i], "--phx-", 6))
+        int rt = phx_args_runtime(argc, argv, i);
+        if (rt) {
+            i += rt - 1;
             continue;
-        if (have++ || phx_arg_u64(argv[i], 1, 1000000000000ull, &ring_laps))
-            return phx_usage_error(RING_USAGE, "ring: bad argument '%s'", argv[i]);
+        }
+        if (have++)
+            return phx_args_bad(&ARGS, "unexpected argument '%s'", argv[i]);
+        if (phx_args_u64(&ARGS, "LAPS", argv[i], 1, 1000000000000ull, &ring_laps))
+            return 2;
     }
     phx_type_t rt = { .name = "ring", .state_size = sizeof(ring_st_t), .init = ring_init,
                       .handlers = { [T_SETUP] = on_setup, [T_TOKEN] = on_token } };

@@ -14,6 +14,7 @@
  * node prints a "tdk-node:" line with its own counters and last task time,
  * which is what the scripts use when a failure cut a result short. */
 #include "apps/tdk/tdk.h"
+#include "apps/common/phx_args.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -141,16 +142,17 @@ static void main_result(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, si
 
 /* ---- command line --------------------------------------------------------- */
 
+static const phx_args_t ARGS = {
+    "tdk", "tdk [--map spawn|rr|random|subtree] [--work US] [--hold FILE] ring HOPS\n"
+           "       tdk [...] walk HOPS QB SEED\n"
+           "       tdk [...] project THRESH [SEED]",
+    "  termination-detection kernels: a token ring, a random walk that forks with\n"
+    "  probability QB, a projection that spawns until a value drops below THRESH\n"
+};
+
 static int usage(const char *why)
 {
-    const char *r = getenv("PHX_RANK");
-    if (!r || !strcmp(r, "0"))   /* every node parses the same argv: say it once */
-        fprintf(stderr,
-                "tdk: %s\nusage: tdk [--map spawn|rr|random|subtree] [--work US] [--hold FILE] ring HOPS\n"
-                "       tdk [...] walk HOPS QB SEED\n"
-                "       tdk [...] project THRESH [SEED]\n",
-                why);
-    return 2;
+    return phx_args_bad(&ARGS, "%s", why);
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -182,8 +184,13 @@ static int parse(int argc, char **argv)
     int npos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strncmp(a, "--phx-", 6))
-            continue;   /* always --phx-key[=value]: one word */
+        int rt = phx_args_runtime(argc, argv, i);
+        if (rt) {
+            i += rt - 1;
+            continue;
+        }
+        if ((!strcmp(a, "--map") || !strcmp(a, "--work") || !strcmp(a, "--hold")) && i + 1 >= argc)
+            return usage("--map, --work and --hold need a value");
         if (!strcmp(a, "--map") && i + 1 < argc) {
             const char *m = argv[++i];
             if (!strcmp(m, "spawn")) tdk_opt.map = TDK_MAP_SPAWN;
@@ -199,7 +206,7 @@ static int parse(int argc, char **argv)
         } else if (!strcmp(a, "--hold") && i + 1 < argc) {
             tdk_opt.hold = argv[++i];
         } else if (a[0] == '-' && a[1] == '-') {
-            return usage("unknown option");
+            return phx_args_bad(&ARGS, "unknown option '%s'", a);
         } else if (npos < 4) {
             pos[npos++] = a;
         } else {
@@ -245,6 +252,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "tdk: registering the main type failed: %s\n", phx_strerror(main_type));
         return 1;
     }
+    if (phx_args_help(&ARGS, argc, argv))
+        return 0;
     int rc = parse(argc, argv);
     if (rc)
         return rc;

@@ -21,6 +21,7 @@
 #include "core/phalanx.h"
 #include "ft/glb/glb.h"
 #include "ft/glb/glb_vec.h"
+#include "apps/common/phx_args.h"
 
 enum { BIN = 0, GEO, HYBRID };
 enum { LINEAR = 0, EXPDEC, CYCLIC, FIXED };
@@ -255,39 +256,53 @@ static const phx_glb_ops_t OPS = {
     .pack = pack, .unpack = unpack, .reduce = reduce, .report = report,
 };
 
+static const phx_args_t ARGS = {
+    "uts", "uts [-t 0|1|2] [-b b0] [-r seed] [-m nonLeafBF] [-q nonLeafProb] [-d gen_mx] [-a 0|1|2|3] "
+           "[-f shiftDepth] [-g granularity] [--seq] [--glb-*=...]",
+    "  -t type        0 binomial, 1 geometric, 2 hybrid (default 1)\n"
+    "  -b b0          root branching factor, 0 to 1e6 (default 4)\n"
+    "  -r seed        root seed, 0 to 2147483647 (default 0)\n"
+    "  -m m           binomial: children of a non-leaf, 1 to 100 (default 4)\n"
+    "  -q q           binomial: probability of a non-leaf, 0 to 1 (default 0.234375)\n"
+    "  -d depth       geometric: depth limit, 1 to 100000 (default 6)\n"
+    "  -a shape       0 linear, 1 exponential decreasing, 2 cyclic, 3 fixed (default 0)\n"
+    "  -f depth       hybrid: shift depth, 0 to 1 (default 0.5)\n"
+    "  -g gran        nodes per unit of work, 1 to 1e6 (default 1)\n"
+    "  --seq          count in one process\n"
+};
+
 static int parse(int argc, char **argv, int *seq)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strncmp(a, "--phx-", 6))
+        int rt = phx_args_runtime(argc, argv, i);
+        if (rt) {
+            i += rt - 1;
             continue;
+        }
         if (!strcmp(a, "--seq")) {
             *seq = 1;
             continue;
         }
-        if (a[0] != '-' || !a[1] || a[2] || i + 1 >= argc) {
-            fprintf(stderr, "uts: bad argument %s\n", a);
-            return -1;
-        }
+        if (a[0] != '-' || !a[1] || a[2] || !strchr("tbrmqdafg", a[1]))
+            return phx_args_bad(&ARGS, "unknown argument '%s'", a);
+        if (phx_args_need(&ARGS, argc, argv, i))
+            return 2;
         const char *v = argv[++i];
+        int rc = 0;
         switch (a[1]) {
-        case 't': U.type = atoi(v); break;
-        case 'b': U.b0 = atof(v); break;
-        case 'r': U.root_id = atoi(v); break;
-        case 'm': U.non_leaf_bf = atoi(v); break;
-        case 'q': U.non_leaf_prob = atof(v); break;
-        case 'd': U.gen_mx = atoi(v); break;
-        case 'a': U.shape = atoi(v); break;
-        case 'f': U.shift_depth = atof(v); break;
-        case 'g': U.gran = atoi(v); break;
-        default:
-            fprintf(stderr, "uts: unknown option %s\n", a);
-            return -1;
+        case 't': rc = phx_args_int(&ARGS, a, v, BIN, HYBRID, &U.type); break;
+        case 'b': rc = phx_args_dbl(&ARGS, a, v, 0, 1e6, &U.b0); break;
+        case 'r': rc = phx_args_int(&ARGS, a, v, 0, 2147483647, &U.root_id); break;
+        case 'm': rc = phx_args_int(&ARGS, a, v, 1, MAXNUMCHILDREN, &U.non_leaf_bf); break;
+        case 'q': rc = phx_args_dbl(&ARGS, a, v, 0, 1, &U.non_leaf_prob); break;
+        case 'd': rc = phx_args_int(&ARGS, a, v, 1, 100000, &U.gen_mx); break;
+        case 'a': rc = phx_args_int(&ARGS, a, v, LINEAR, FIXED, &U.shape); break;
+        case 'f': rc = phx_args_dbl(&ARGS, a, v, 0, 1, &U.shift_depth); break;
+        case 'g': rc = phx_args_int(&ARGS, a, v, 1, 1000000, &U.gran); break;
         }
-    }
-    if (U.type < BIN || U.type > HYBRID || U.shape < LINEAR || U.shape > FIXED || U.gran < 1 || U.gen_mx < 1) {
-        fprintf(stderr, "uts: bad tree parameters\n");
-        return -1;
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -296,6 +311,8 @@ int main(int argc, char **argv)
 {
     phx_glb_cfg_t cfg;
     int seq = 0;
+    if (phx_args_help(&ARGS, argc, argv))
+        return 0;
     if (phx_glb_parse(&argc, argv, &cfg) != 0 || parse(argc, argv, &seq) != 0)
         return 2;
     if (seq) {

@@ -40,12 +40,28 @@ typedef struct msg {
     phx_ft_rankset_t dead, ack;
 } msg_t;
 
+int phx_ft_era_msg_peek(const void *buf, size_t len, phx_ft_era_peek_t *out)
+{
+    phx_wdec_t d;
+    phx_wdec_init(&d, buf, len);
+    uint32_t magic = phx_wdec_u32(&d);
+    uint8_t ver = phx_wdec_u8(&d);
+    out->type = phx_wdec_u8(&d);
+    phx_wdec_take(&d, 2);   /* op, nwords */
+    out->gid = phx_wdec_u64(&d);
+    out->aid = phx_wdec_u64(&d);
+    if (len < ERA_HDR || d.err || magic != ERA_MAGIC || ver != ERA_VERSION || out->type < MSG_UP ||
+        out->type > MSG_REVOKE) {
+        out->type = 0;
+        return PHX_EPROTO;
+    }
+    return 0;
+}
+
 int phx_ft_era_msg_type(const void *buf, size_t len)
 {
-    const uint8_t *b = buf;
-    if (len < ERA_HDR || phx_get_le32(b) != ERA_MAGIC || b[4] != ERA_VERSION)
-        return 0;
-    return b[5] >= MSG_UP && b[5] <= MSG_REVOKE ? b[5] : 0;
+    phx_ft_era_peek_t pk;
+    return phx_ft_era_msg_peek(buf, len, &pk) ? 0 : pk.type;
 }
 
 static size_t encode(const phx_ft_era_t *era, const msg_t *m, uint8_t *buf)

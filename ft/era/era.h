@@ -123,6 +123,13 @@ int  phx_ft_era_on_failure(phx_ft_era_t *era, int rank);
  * needed): PHX_FT_ERA_MSG_UP / _DECIDE / _REVOKE, or 0 for anything else. */
 enum { PHX_FT_ERA_MSG_UP = 1, PHX_FT_ERA_MSG_DECIDE = 2, PHX_FT_ERA_MSG_REVOKE = 3 };
 int  phx_ft_era_msg_type(const void *buf, size_t len);
+/* The same and the agreement it belongs to (group gid, agreement aid):
+ * 0, or PHX_EPROTO where phx_ft_era_msg_type says 0. */
+typedef struct phx_ft_era_peek {
+    int type;
+    uint64_t gid, aid;
+} phx_ft_era_peek_t;
+int  phx_ft_era_msg_peek(const void *buf, size_t len, phx_ft_era_peek_t *out);
 
 /* Read-only views; valid until the next mutating call. */
 const phx_ft_rankset_t *phx_ft_era_dead(const phx_ft_era_t *era);

@@ -262,8 +262,11 @@ static void die_point(phx_ctx_t *ctx, int rank, int size, const phx_tid_t *tids,
             return;
         }
         if (tids && d->kill >= 0 && d->kill < size && d->kill != rank) {
-            int64_t pid = getpid();
-            phx_send(ctx, tids[d->kill], T_KILL, &pid, sizeof pid);
+            uint8_t b[8];   /* T_KILL: the sender's pid, i64 */
+            phx_wenc_t e;
+            phx_wenc_init(&e, b, sizeof b);
+            phx_wenc_u64(&e, (uint64_t)(int64_t)getpid());
+            phx_send(ctx, tids[d->kill], T_KILL, b, sizeof b);
             return;     /* rank kill takes both of us down */
         }
         raise(SIGKILL);
@@ -350,9 +353,11 @@ static void on_init(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
     t->size = phx_size(c);
     if (t->sm || n != (size_t)t->size * 8 + 8)
         return;
+    phx_wdec_t d;   /* T_INIT: every rank's task id, then the start time */
+    phx_wdec_init(&d, m, n);
     for (int r = 0; r < t->size; r++)
-        t->tids[r] = phx_get_le64((const uint8_t *)m + 8 * r);
-    t->t0 = phx_get_le64((const uint8_t *)m + 8 * t->size);
+        t->tids[r] = phx_wdec_u64(&d);
+    t->t0 = phx_wdec_u64(&d);
     phx_glb_io_t io = { t, io_send, io_point, io_finish, io_abort };
     t->sm = phx_glb_sm_new(&G_cfg, &G_wrapped, G_app, t->rank, t->size, &io, 0x5eed);
     if (!t->sm) {
@@ -392,11 +397,11 @@ static void on_cont(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
 static void on_kill(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
 {
     (void)c; (void)st; (void)src;
-    if (n == 8) {
-        int64_t pid;
-        memcpy(&pid, m, 8);
+    phx_wdec_t d;
+    phx_wdec_init(&d, m, n);
+    int64_t pid = (int64_t)phx_wdec_u64(&d);
+    if (!phx_wdec_end(&d, 1))
         kill((pid_t)pid, SIGKILL);
-    }
     raise(SIGKILL);
 }
 
@@ -450,6 +455,9 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
         return;
     }
     uint8_t tab[PHX_GLB_MAXP * 8 + 8];
+    phx_tid_t ids[PHX_GLB_MAXP];
+    phx_wenc_t e;
+    phx_wenc_init(&e, tab, sizeof tab);
     for (int r = 0; r < p; r++) {
         phx_tid_t id = phx_spawn_on(c, G_task_type, r, NULL, 0);
         if (id == PHX_TID_NONE) {
@@ -457,12 +465,12 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
             phx_exit(c, PHX_GLB_EXIT_LOST);
             return;
         }
-        phx_put_le64(tab + 8 * r, id);
+        phx_wenc_u64(&e, ids[r] = id);
     }
-    phx_put_le64(tab + 8 * p, 0);
+    phx_wenc_u64(&e, 0);
     die_point(c, 0, p, NULL, "M");      /* tasks spawned, no start message sent */
     for (int r = 0; r < p; r++) {
-        int rc = phx_send(c, phx_get_le64(tab + 8 * r), T_INIT, tab, (size_t)p * 8 + 8);
+        int rc = phx_send(c, ids[r], T_INIT, tab, (size_t)phx_wenc_end(&e));
         if (rc < 0) {
             fprintf(stderr, "glb: cannot start rank %d: %s\n", r, phx_strerror(rc));
             phx_exit(c, PHX_GLB_EXIT_LOST);

@@ -662,11 +662,14 @@ static void on_steal(phx_glb_sm_t *s, int t, int lifeline, uint64_t now)
 
 static void on_give(phx_glb_sm_t *s, int v, const uint8_t *p, size_t len, uint64_t now)
 {
-    if (len < 5) {
+    phx_wdec_t d;   /* u8 type, u32 gift number, the packed loot */
+    phx_wdec_init(&d, p, len);
+    phx_wdec_u8(&d);
+    uint32_t tan = phx_wdec_u32(&d);
+    if (d.err) {
         s->st.malformed++;
         return;
     }
-    uint32_t tan = phx_get_le32(p + 1);
     if (s->nogive & BIT(v)) {
         s->st.orphans++;
         return;
@@ -815,8 +818,10 @@ static void on_wave_r(phx_glb_sm_t *s, int src, phx_wdec_t *d, uint64_t now)
     uint64_t *r = calloc(s->ops->result_words + 1, 8);
     if (!r)
         abort();
+    phx_wdec_t rd;
+    phx_wdec_init(&rd, res, res ? 8 * s->ops->result_words : 0);
     for (size_t i = 0; res && i < s->ops->result_words; i++)
-        r[i] = phx_get_le64(res + 8 * i);
+        r[i] = phx_wdec_u64(&rd);
     wave_store(s, src, idle, cnt, mask, r);
     free(r);
     wave_check(s, now);

@@ -142,7 +142,7 @@ struct wire {
     uint32_t ndead;        /* |D| (DSET, BCASTMSG: the origin's) */
     uint64_t digest;       /* compact BCASTMSG: the origin's D digest */
     uint32_t nlist;        /* entries in list: ndead, or a compact copy's tail */
-    const uint8_t *list;   /* nlist u32, validated ascending */
+    phx_wire_a32_t list;   /* nlist u32, validated ascending (in the input) */
 };
 
 /* splitmix64 finaliser: spreads rank numbers over 64 bits for the digest. */
@@ -192,28 +192,29 @@ static void put_hdr(const phx_ft_hb_t *hb, phx_wenc_t *e, unsigned type)
 }
 
 /* Reads a list of nd ranks: strictly ascending, each < n and != skip.
- * Returns its start (aliasing the input) or NULL, sticky error set. */
-static const uint8_t *take_list(phx_wdec_t *d, uint32_t nd, uint32_t n, uint32_t skip)
+ * Returns it (aliasing the input), or an empty one and the sticky error. */
+static phx_wire_a32_t take_list(phx_wdec_t *d, uint32_t nd, uint32_t n, uint32_t skip)
 {
+    phx_wire_a32_t none = { NULL, 0 };
     if (nd >= n) {
         d->err = PHX_EPROTO;
-        return NULL;
+        return none;
     }
-    const uint8_t *l = phx_wdec_take(d, 4 * (size_t)nd);
-    for (uint32_t i = 0; l && i < nd; i++) {
-        uint32_t r = phx_get_le32(l + 4 * i);
-        if (r >= n || r == skip || (i && r <= phx_get_le32(l + 4 * (i - 1)))) {
+    phx_wire_a32_t l = phx_wdec_a32(d, nd);
+    for (uint32_t i = 0; l.p && i < nd; i++) {
+        uint32_t r = phx_wire_a32_u32(l, i);
+        if (r >= n || r == skip || (i && r <= phx_wire_a32_u32(l, i - 1))) {
             d->err = PHX_EPROTO;
-            return NULL;
+            return none;
         }
     }
     return l;
 }
 
-static int list_has(const uint8_t *l, uint32_t nd, uint32_t r)
+static int list_has(phx_wire_a32_t l, uint32_t nd, uint32_t r)
 {
     for (uint32_t i = 0; i < nd; i++)
-        if (phx_get_le32(l + 4 * i) == r)
+        if (phx_wire_a32_u32(l, i) == r)
             return 1;
     return 0;
 }
@@ -267,7 +268,7 @@ static int decode(const phx_ft_hb_t *hb, int src, unsigned type, const uint8_t *
             nd >= n || nl == 0 || nl > nd)
             return PHX_EPROTO;
         w->list = take_list(&d, nl, n, origin);   /* origin is alive */
-        if (!w->list || !list_has(w->list, nl, dead))
+        if (!w->list.p || !list_has(w->list, nl, dead))
             return PHX_EPROTO;
         w->origin = (int)origin;
         w->dead = (int)dead;
@@ -892,7 +893,7 @@ int phx_ft_hb_in_doubt(const phx_ft_hb_t *hb, uint64_t now)
 static int bcast_check(phx_ft_hb_t *hb, const struct wire *w, int *me_dead)
 {
     for (uint32_t i = 0; i < w->nlist; i++)
-        hb->tmp[i] = (int)phx_get_le32(w->list + 4 * i);
+        hb->tmp[i] = (int)phx_wire_a32_u32(w->list, i);
     *me_dead = bsearch(&hb->me, hb->tmp, w->nlist, sizeof(int), cmp_int) != NULL;
     if (*me_dead)
         return 0;
@@ -931,11 +932,11 @@ static void send_dset(phx_ft_hb_t *hb, int dst, unsigned flags)
 }
 
 /* Merges a D list from the wire (validated); 1 if ours grew. */
-static int merge_list(phx_ft_hb_t *hb, const uint8_t *l, uint32_t nd, uint64_t now)
+static int merge_list(phx_ft_hb_t *hb, phx_wire_a32_t l, uint32_t nd, uint64_t now)
 {
     int before = hb->ndead;
     for (uint32_t i = 0; i < nd; i++)
-        add_dead(hb, (int)phx_get_le32(l + 4 * i), now);
+        add_dead(hb, (int)phx_wire_a32_u32(l, i), now);
     if (hb->ndead == before)
         return 0;
     repair(hb, now);

@@ -144,45 +144,45 @@ long phx_dupf_pack(const phx_dupf_t *f, uint8_t *buf, size_t cap)
     size_t need = phx_dupf_packed_size(f);
     if (need > cap)
         return PHX_ENOSPC;
-    phx_put_le32(buf, (uint32_t)f->n);
-    uint8_t *p = buf + 4;
+    phx_wenc_t e;
+    phx_wenc_init(&e, buf, cap);
+    phx_wenc_u32(&e, (uint32_t)f->n);
     for (size_t i = 0; i < f->n; i++) {
-        phx_put_le64(p, f->s[i].sender);
-        phx_put_le64(p + 8, f->s[i].receiver);
-        phx_put_le64(p + 16, f->s[i].base);
-        phx_put_le32(p + 24, f->s[i].type);
-        phx_put_le32(p + 28, f->s[i].nw);
-        p += REC;
-        for (uint32_t j = 0; j < f->s[i].nw; j++, p += 8)
-            phx_put_le64(p, f->s[i].w[j]);
+        phx_wenc_u64(&e, f->s[i].sender);
+        phx_wenc_u64(&e, f->s[i].receiver);
+        phx_wenc_u64(&e, f->s[i].base);
+        phx_wenc_u32(&e, f->s[i].type);
+        phx_wenc_u32(&e, f->s[i].nw);
+        for (uint32_t j = 0; j < f->s[i].nw; j++)
+            phx_wenc_u64(&e, f->s[i].w[j]);
     }
-    return (long)need;
+    return (long)phx_wenc_end(&e);
 }
 
 int phx_dupf_unpack(phx_dupf_t *f, const uint8_t *buf, size_t len)
 {
-    if (len < 4)
-        return PHX_EPROTO;
-    uint32_t n = phx_get_le32(buf);
-    if (n > (len - 4) / REC)
+    phx_wdec_t d;
+    phx_wdec_init(&d, buf, len);
+    uint32_t n = phx_wdec_u32(&d);
+    if (d.err || n > phx_wdec_left(&d) / REC)
         return PHX_EPROTO;
     phx_dupf_t g = { 0 };
-    const uint8_t *p = buf + 4, *end = buf + len;
     int rc = 0;
     if (n && !(g.s = calloc(n, sizeof *g.s)))
         return PHX_ENOMEM;
     g.cap = n;
     for (uint32_t i = 0; i < n && !rc; i++) {
-        if ((size_t)(end - p) < REC) {
+        if (phx_wdec_left(&d) < REC) {
             rc = PHX_EPROTO;
             break;
         }
         stream_t *s = &g.s[g.n++];
-        *s = (stream_t){ .sender = phx_get_le64(p), .receiver = phx_get_le64(p + 8), .base = phx_get_le64(p + 16),
-                         .type = phx_get_le32(p + 24) };
-        uint32_t nw = phx_get_le32(p + 28);
-        p += REC;
-        if (nw > PHX_DUPF_AHEAD / 64 || (size_t)(end - p) / 8 < nw) {
+        s->sender = phx_wdec_u64(&d);
+        s->receiver = phx_wdec_u64(&d);
+        s->base = phx_wdec_u64(&d);
+        s->type = phx_wdec_u32(&d);
+        uint32_t nw = phx_wdec_u32(&d);
+        if (nw > PHX_DUPF_AHEAD / 64 || phx_wdec_left(&d) / 8 < nw) {
             rc = PHX_EPROTO;
             break;
         }
@@ -191,10 +191,10 @@ int phx_dupf_unpack(phx_dupf_t *f, const uint8_t *buf, size_t len)
             break;
         }
         s->nw = nw;
-        for (uint32_t j = 0; j < nw; j++, p += 8)
-            s->w[j] = phx_get_le64(p);
+        for (uint32_t j = 0; j < nw; j++)
+            s->w[j] = phx_wdec_u64(&d);
     }
-    if (!rc && p != end)
+    if (!rc && phx_wdec_end(&d, 1))
         rc = PHX_EPROTO;
     if (rc) {
         drop_streams(&g);

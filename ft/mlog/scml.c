@@ -315,53 +315,7 @@ size_t phx_ml_pb_size(phx_ml_t *ml)
  * the previous det of the range (from 0 for the first). A worker's
  * consecutive dets mostly share or neighbour those values, so a det takes
  * ~5 bytes instead of 32 (thesis Table 3.1's piggyback volume). Varints
- * over the one codec's cursor (phx_wire.h). */
-static int uv_write(uint8_t *b, uint64_t v)
-{
-    int k = 0;
-    while (v >= 0x80) {
-        b[k++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b[k++] = (uint8_t)v;
-    return k;
-}
-
-static void put_uv(phx_wenc_t *e, uint64_t v)
-{
-    uint8_t b[10];
-    int k = uv_write(b, v);
-    uint8_t *p = phx_wenc_reserve(e, (size_t)k);
-    if (p)
-        memcpy(p, b, (size_t)k);
-}
-
-/* Reads a varint from [p, end): bytes used, 0 if truncated or over 10. */
-static int uv_read(const uint8_t *p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t x = 0;
-    for (int k = 0; k < 10 && p + k < end; k++) {
-        x |= (uint64_t)(p[k] & 0x7f) << (7 * k);
-        if (!(p[k] & 0x80)) {
-            *v = x;
-            return k + 1;
-        }
-    }
-    return 0;
-}
-
-static uint64_t get_uv(phx_wdec_t *d)
-{
-    uint64_t v = 0;
-    int k = d->err ? 0 : uv_read(d->p, d->end, &v);
-    if (!k) {
-        d->err = PHX_EPROTO;
-        return 0;
-    }
-    d->p += k;
-    return v;
-}
-
+ * are the one codec's (phx_wire.h). */
 static uint64_t zz(uint64_t cur, uint64_t prev)
 {
     int64_t x = (int64_t)(cur - prev);
@@ -379,26 +333,21 @@ static uint64_t unzz(uint64_t v, uint64_t prev)
 static uint64_t rotl1(uint64_t x) { return x << 1 | x >> 63; }
 static uint64_t rotr1(uint64_t x) { return x >> 1 | x << 63; }
 
-/* One reserve per det (the encoder's hot loop: a copy per peer). */
 static void put_det(phx_wenc_t *e, const phx_det_t *d, phx_det_t *prev)
 {
-    uint8_t b[DET_MAX];
-    int k = uv_write(b, zz(d->receiver, prev->receiver));
-    k += uv_write(b + k, zz(d->rsn, prev->rsn));
-    k += uv_write(b + k, zz(d->sender, prev->sender));
-    k += uv_write(b + k, zz(rotl1(d->ssn), rotl1(prev->ssn)));
-    uint8_t *p = phx_wenc_reserve(e, (size_t)k);
-    if (p)
-        memcpy(p, b, (size_t)k);
+    phx_wenc_uv(e, zz(d->receiver, prev->receiver));
+    phx_wenc_uv(e, zz(d->rsn, prev->rsn));
+    phx_wenc_uv(e, zz(d->sender, prev->sender));
+    phx_wenc_uv(e, zz(rotl1(d->ssn), rotl1(prev->ssn)));
     *prev = *d;
 }
 
 static void get_det(phx_wdec_t *dc, phx_det_t *d, phx_det_t *prev)
 {
-    d->receiver = unzz(get_uv(dc), prev->receiver);
-    d->rsn = unzz(get_uv(dc), prev->rsn);
-    d->sender = unzz(get_uv(dc), prev->sender);
-    d->ssn = rotr1(unzz(get_uv(dc), rotl1(prev->ssn)));
+    d->receiver = unzz(phx_wdec_uv(dc), prev->receiver);
+    d->rsn = unzz(phx_wdec_uv(dc), prev->rsn);
+    d->sender = unzz(phx_wdec_uv(dc), prev->sender);
+    d->ssn = rotr1(unzz(phx_wdec_uv(dc), rotl1(prev->ssn)));
     *prev = *d;
 }
 
@@ -422,7 +371,7 @@ static long encode(phx_ml_t *ml, uint64_t *sent, void *buf, size_t cap)
     phx_wenc_init(&e, buf, cap);
     phx_wenc_u32(&e, ml->c.inc);
     uint8_t *nr = phx_wenc_reserve(&e, 2);
-    put_uv(&e, ml->epoch);
+    phx_wenc_uv(&e, ml->epoch);
     uint16_t ranges = 0;
     uint64_t copies = 0, upto[MAXQ];
     for (int i = 0; i < ml->c.nq && !e.err; i++) {
@@ -434,9 +383,9 @@ static long encode(phx_ml_t *ml, uint64_t *sent, void *buf, size_t cap)
         }
         if (!n)
             continue;
-        put_uv(&e, (uint64_t)i);
-        put_uv(&e, f);
-        put_uv(&e, n);
+        phx_wenc_uv(&e, (uint64_t)i);
+        phx_wenc_uv(&e, f);
+        phx_wenc_uv(&e, n);
         phx_det_t prev = { 0 }, d;
         for (uint64_t k = 0; k < n && !e.err; k++) {
             phx_detq_copy(ml->q[i], f + k, 1, &d);
@@ -452,7 +401,7 @@ static long encode(phx_ml_t *ml, uint64_t *sent, void *buf, size_t cap)
         return 0;
     if (sent)
         memcpy(sent, upto, (size_t)ml->c.nq * sizeof *sent);
-    phx_put_le16(nr, ranges);
+    phx_wenc_patch_u16(nr, ranges);
     ml->st.frames_pb++;
     ml->st.dets_pb += copies;
     ml->st.pb_bytes += (uint64_t)(e.p - e.start);
@@ -488,9 +437,12 @@ long phx_ml_pb_store(phx_ml_t *ml, int from, const void *pb, size_t len, void *a
     phx_wdec_init(&d, pb, len);
     uint32_t inc = phx_wdec_u32(&d);
     uint16_t ranges = phx_wdec_u16(&d);
-    uint64_t epoch = get_uv(&d);
-    if (d.err)
-        return d.err;
+    uint64_t epoch = phx_wdec_uv(&d);
+    /* One range per queue at most: more could not be acked in
+     * PHX_ML_ACK_MAX bytes (the fuzzer found a trailer of 2,000 ranges
+     * stored, then refused for want of ack space). */
+    if (d.err || ranges > MAXQ)
+        return PHX_EPROTO;
     origin_t *o = &ml->org[from];
     if (!o->known || o->inc != inc) {
         /* A restarted origin numbers its queues from 0 again. */
@@ -508,7 +460,7 @@ long phx_ml_pb_store(phx_ml_t *ml, int from, const void *pb, size_t len, void *a
         phx_wenc_u16(&e, ranges);
     }
     for (uint16_t r = 0; r < ranges; r++) {
-        uint64_t qi = get_uv(&d), first = get_uv(&d), n = get_uv(&d);
+        uint64_t qi = phx_wdec_uv(&d), first = phx_wdec_uv(&d), n = phx_wdec_uv(&d);
         /* n bounded by what the frame can hold (a det takes >= 4 bytes). */
         if (d.err || qi >= MAXQ || n > (uint64_t)(d.end - d.p) / 4)
             return PHX_EPROTO;
@@ -572,7 +524,7 @@ long phx_ml_ack_take(phx_ml_t *ml, int peer, void *ack)
         }
     if (e.err)
         return e.err;
-    phx_put_le16(nr, k);
+    phx_wenc_patch_u16(nr, k);
     o->owed = 0;
     return (long)(e.p - e.start);
 }

@@ -5,8 +5,9 @@
 #include "base/phx_err.h"
 #include "ft/termination/td.h"
 #include "ft/termination/td_ff_util.h"
+#include "ft/termination/msg.h"
 
-enum { M_STOP = 1, M_DOWN = 2 };   /* STOP(σs, σr) up; DOWN(terminate) down */
+/* STOP(σs, σr) up; DOWN(terminate) down: phx_4c_msg_t (msg.h) */
 enum { ST_STOP, ST_DOWN, ST_NSTAT };
 
 typedef struct {
@@ -22,9 +23,10 @@ typedef struct {
 
 static void send_down(fc_t *f, int term)
 {
-    uint8_t m[2] = { M_DOWN, (uint8_t)term };
+    uint8_t m[PHX_4C_MSG_MAX];
+    long len = phx_4c_msg_enc(&(phx_4c_msg_t){ .type = PHX_4C_M_DOWN, .term = (uint8_t)term }, m, sizeof m);
     for (int c = 2 * f->env.rank + 1; c <= 2 * f->env.rank + 2 && c < f->env.size; c++) {
-        f->env.send(f->env.ctx, c, m, sizeof m);
+        f->env.send(f->env.ctx, c, m, (size_t)len);
         f->stat[ST_DOWN]++;
     }
 }
@@ -52,12 +54,11 @@ static void try_contribute(fc_t *f)
         }
         return;
     }
-    uint8_t m[17];
-    m[0] = M_STOP;
-    phx_put_le64(m + 1, f->acc_s);
-    phx_put_le64(m + 9, f->acc_r);
+    uint8_t m[PHX_4C_MSG_MAX];
+    long len = phx_4c_msg_enc(&(phx_4c_msg_t){ .type = PHX_4C_M_STOP, .sent = f->acc_s, .recvd = f->acc_r }, m,
+                              sizeof m);
     f->waiting_parent = 1;
-    f->env.send(f->env.ctx, tdff_parent(f->env.rank), m, sizeof m);
+    f->env.send(f->env.ctx, tdff_parent(f->env.rank), m, (size_t)len);
     f->stat[ST_STOP]++;
 }
 
@@ -112,24 +113,26 @@ static void fc_on_busy(void *st) { ((fc_t *)st)->busy = 1; }
 static int fc_on_ctrl(void *st, int src, const void *msg, size_t len)
 {
     fc_t *f = st;
-    const uint8_t *m = msg;
     if (f->dead)
         return 0;   /* after fatal nothing may lead to a declaration */
-    if (len == 17 && m[0] == M_STOP && tdff_parent(src) == f->env.rank) {
+    phx_4c_msg_t m;
+    if (phx_4c_msg_dec(msg, len, &m))
+        return PHX_EPROTO;
+    if (m.type == PHX_4C_M_STOP && tdff_parent(src) == f->env.rank) {
         if (f->child_left == 0 || f->done)
             return PHX_EPROTO;
-        f->acc_s += phx_get_le64(m + 1);
-        f->acc_r += phx_get_le64(m + 9);
+        f->acc_s += m.sent;
+        f->acc_r += m.recvd;
         f->child_left--;
         try_contribute(f);
         return 0;
     }
-    if (len == 2 && m[0] == M_DOWN && m[1] <= 1 && src == tdff_parent(f->env.rank)) {
+    if (m.type == PHX_4C_M_DOWN && src == tdff_parent(f->env.rank)) {
         if (!f->waiting_parent || f->done)
             return PHX_EPROTO;
         f->waiting_parent = 0;
-        send_down(f, m[1]);
-        if (m[1]) {
+        send_down(f, m.term);
+        if (m.term) {
             f->done = 1;
             f->env.declare(f->env.ctx);
             return 0;

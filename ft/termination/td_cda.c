@@ -14,6 +14,7 @@
 #include "base/phx_err.h"
 #include "ft/termination/td.h"
 #include "ft/termination/td_credit.h"
+#include "ft/termination/msg.h"
 #include "ft/termination/td_ff_util.h"
 
 enum { ST_FLUSH, ST_BORROW, ST_GRANT, ST_TERM, ST_DELAYED, ST_CLAMP, ST_IDLE, ST_NSTAT };
@@ -34,14 +35,20 @@ typedef struct {
     uint64_t stat[ST_NSTAT];
 } cda_t;
 
+static void send_msg(cda_t *c, int dst, int type, uint64_t credit)
+{
+    uint8_t m[PHX_TDC_MSG_MAX];
+    long len = phx_tdc_msg_enc(&(phx_tdc_msg_t){ .type = (uint8_t)type, .credit = credit }, m, sizeof m);
+    c->env.send(c->env.ctx, dst, m, (size_t)len);
+}
+
 static void agent_check(cda_t *c)
 {
     if (c->done || c->dead || c->returned != c->created)
         return;
     c->done = 1;
-    uint8_t m = PHX_TDC_TERM;
     for (int r = 1; r < c->env.size; r++) {
-        c->env.send(c->env.ctx, r, &m, 1);
+        send_msg(c, r, PHX_TDC_TERM, 0);
         c->stat[ST_TERM]++;
     }
     c->env.declare(c->env.ctx);
@@ -57,9 +64,7 @@ static void flush(cda_t *c, uint64_t v)
         agent_check(c);
         return;
     }
-    uint8_t m[9] = { PHX_TDC_FLUSH };
-    phx_put_le64(m + 1, v);
-    c->env.send(c->env.ctx, 0, m, sizeof m);
+    send_msg(c, 0, PHX_TDC_FLUSH, v);
     c->stat[ST_FLUSH]++;
 }
 
@@ -87,15 +92,14 @@ static void borrow(cda_t *c)
         grant_arrived(c, c->cfg.c_init);
         return;
     }
-    uint8_t m = PHX_TDC_BORROW;
-    c->env.send(c->env.ctx, 0, &m, 1);
+    send_msg(c, 0, PHX_TDC_BORROW, 0);
 }
 
 static void release_one(cda_t *c, uint64_t w)
 {
     uint8_t pb[8];
     cda_held_t h = c->held[c->head++];
-    phx_put_le64(pb, w);
+    phx_tdc_pb_enc(pb, w);
     c->env.release(c->env.ctx, h.token, pb);
 }
 
@@ -210,7 +214,7 @@ static void cda_on_recv(void *st, int src, const uint8_t *pb)
 {
     cda_t *c = st;
     c->active = 1;
-    add_credit(c, phx_get_le64(pb));
+    add_credit(c, phx_tdc_pb_dec(pb));
     if (c->starved)
         send_batch(c, 1);
 }
@@ -237,36 +241,36 @@ static void cda_on_busy(void *st) { ((cda_t *)st)->active = 1; }
 static int cda_on_ctrl(void *st, int src, const void *msg, size_t len)
 {
     cda_t *c = st;
-    const uint8_t *m = msg;
     int agent = c->env.rank == 0;
     if (c->dead)
         return 0;
-    if (len == 9 && m[0] == PHX_TDC_FLUSH && agent) {
-        uint64_t v = phx_get_le64(m + 1);
+    phx_tdc_msg_t m;
+    if (phx_tdc_msg_dec(msg, len, &m))
+        return PHX_EPROTO;
+    if (m.type == PHX_TDC_FLUSH && agent) {
+        uint64_t v = m.credit;
         if (!v || c->returned + v > c->created)
             return PHX_EPROTO;
         c->returned += v;
         agent_check(c);
         return 0;
     }
-    if (len == 1 && m[0] == PHX_TDC_BORROW && agent) {
+    if (m.type == PHX_TDC_BORROW && agent) {
         if (c->done)
             return 0;   /* a prefetch from a node that then went idle: moot */
         c->created += c->cfg.c_init;
-        uint8_t g[9] = { PHX_TDC_GRANT };
-        phx_put_le64(g + 1, c->cfg.c_init);
-        c->env.send(c->env.ctx, src, g, sizeof g);
+        send_msg(c, src, PHX_TDC_GRANT, c->cfg.c_init);
         c->stat[ST_GRANT]++;
         return 0;
     }
-    if (len == 9 && m[0] == PHX_TDC_GRANT && src == 0 && !agent) {
-        uint64_t v = phx_get_le64(m + 1);
+    if (m.type == PHX_TDC_GRANT && src == 0 && !agent) {
+        uint64_t v = m.credit;
         if (!c->borrow_pending || !v || v > c->cfg.c_max)
             return PHX_EPROTO;
         grant_arrived(c, v);
         return 0;
     }
-    if (len == 1 && m[0] == PHX_TDC_TERM && src == 0 && !agent) {
+    if (m.type == PHX_TDC_TERM && src == 0 && !agent) {
         if (c->done)
             return PHX_EPROTO;
         c->done = 1;

@@ -34,19 +34,21 @@
 
 #include "base/phx_err.h"
 #include "base/phx_log.h"
-#include "base/phx_wire.h"
+#include "ft/termination/msg.h"
 #include "ft/termination/td_util.h"
 
+/* The messages and their layouts: msg.h (phx_ds_msg_t). */
 enum {
-    M_ACK = 1, M_PGC, M_QUERY, M_REPLY, M_INTERIOR, M_EXTERIOR,
-    M_NOTIFY, M_ANSWER, M_ANNOUNCE, M_FATAL, M_FENCE, M_NTYPES
+    M_ACK = PHX_DS_M_ACK, M_PGC = PHX_DS_M_PGC, M_QUERY = PHX_DS_M_QUERY, M_REPLY = PHX_DS_M_REPLY,
+    M_INTERIOR = PHX_DS_M_INTERIOR, M_EXTERIOR = PHX_DS_M_EXTERIOR, M_NOTIFY = PHX_DS_M_NOTIFY,
+    M_ANSWER = PHX_DS_M_ANSWER, M_ANNOUNCE = PHX_DS_M_ANNOUNCE, M_FATAL = PHX_DS_M_FATAL,
+    M_FENCE = PHX_DS_M_FENCE, M_NTYPES = PHX_DS_M_NTYPES
 };
 static const char *const stat_names[M_NTYPES] = {
     NULL, "ack", "potential_gc", "query", "reply", "interior", "exterior",
     "notify", "answer", "announce", "fatal", "fence",
 };
 
-#define ACK_DISENGAGE 1u
 #define ACK_BATCH     32u   /* flush a sender's acks early past this many */
 
 typedef struct { int pf, gp, g; } dq_t;   /* deferred query */
@@ -55,7 +57,7 @@ typedef struct { uint64_t seq; int dst; } notice_t;
  * env->release) or a control message (a copy of its bytes). */
 typedef struct {
     uint64_t token, upto;        /* leaves once every notice < upto is acked */
-    int dst;
+    int dst, type;
     uint32_t len;
     uint8_t *msg;
 } hold_t;
@@ -113,7 +115,8 @@ typedef struct ds {
 
     void *arena;                 /* mapping of the per-rank tables above */
     size_t arena_len;
-    uint8_t *buf;
+    uint8_t *buf;                /* an encoded message: PHX_DS_MSG_MAX(n) bytes */
+    phx_ds_entry_t *ent;         /* a REPLY's entries being built: n */
     char why[160];
     uint64_t stat[M_NTYPES];
 } ds_t;
@@ -181,19 +184,34 @@ static int rank_ok(const ds_t *s, int r) { return r >= 0 && r < s->n; }
 static int is_rel(const ds_t *s) { return s->v == PHX_DS_RELLAZY || s->v == PHX_DS_RELEAGER; }
 static int eager(const ds_t *s) { return s->v == PHX_DS_RELEAGER; }
 
-static void ctl(ds_t *s, int dst, int type, size_t len)
+/* Sends the len encoded bytes of a type message in buf. */
+static void emit(ds_t *s, int dst, int type, size_t len)
 {
     if (dst < 0 || dst == s->me || s->dead[dst])
         return;   /* the dead get nothing; self-traffic is handled inline */
-    s->buf[0] = (uint8_t)type;
     s->stat[type]++;
     s->env.send(s->env.ctx, dst, s->buf, len);
 }
 
+/* Encodes m into buf: its length (buf holds any message for n ranks). */
+static size_t enc(ds_t *s, const phx_ds_msg_t *m)
+{
+    long len = phx_ds_msg_enc(m, s->buf, PHX_DS_MSG_MAX(s->n));
+    return len > 0 ? (size_t)len : 0;
+}
+
+static void ctl(ds_t *s, int dst, const phx_ds_msg_t *m)
+{
+    if (dst < 0 || dst == s->me || s->dead[dst])
+        return;
+    emit(s, dst, m->type, enc(s, m));
+}
+
 static void broadcast(ds_t *s, int type)
 {
+    phx_ds_msg_t m = { .type = (uint8_t)type };
     for (int r = 0; r < s->n; r++)
-        ctl(s, r, type, 1);
+        ctl(s, r, &m);
 }
 
 static void go_fatal(ds_t *s, int code, const char *fmt, int a, int b)
@@ -234,9 +252,7 @@ static void notice(ds_t *s, int dst, int type, int arg)
     if (dst < 0 || dst == s->me || s->dead[dst])
         return;
     uint64_t seq = s->fseq++;
-    phx_put_le32(s->buf + 1, (uint32_t)arg);
-    phx_put_le64(s->buf + 5, seq);
-    ctl(s, dst, type, 13);
+    ctl(s, dst, &(phx_ds_msg_t){ .type = (uint8_t)type, .rank = arg, .seq = seq });
     if (!s->fence)
         return;
     if (phx_td_grow((void **)&s->nt, &s->ntcap, s->nnt + 1, sizeof *s->nt)) {
@@ -257,7 +273,7 @@ static void notices_done(ds_t *s, int dst, uint64_t seq)
 }
 
 /* Queues a send behind every notice issued so far. */
-static int hold(ds_t *s, int dst, uint64_t token, const uint8_t *msg, size_t len)
+static int hold(ds_t *s, int dst, uint64_t token, int type, const uint8_t *msg, size_t len)
 {
     if (s->hq_head && s->nhq == s->hqcap) {
         memmove(s->hq, s->hq + s->hq_head, (size_t)(s->nhq - s->hq_head) * sizeof *s->hq);
@@ -272,7 +288,7 @@ static int hold(ds_t *s, int dst, uint64_t token, const uint8_t *msg, size_t len
             return PHX_ENOMEM;
         memcpy(copy, msg, len);
     }
-    s->hq[s->nhq++] = (hold_t){ token, s->fseq, dst, (uint32_t)len, copy };
+    s->hq[s->nhq++] = (hold_t){ token, s->fseq, dst, type, (uint32_t)len, copy };
     s->hq_to[dst]++;
     return 0;
 }
@@ -282,13 +298,13 @@ static void release_one(ds_t *s, const hold_t *h)
     s->hq_to[h->dst]--;
     if (h->msg) {
         memcpy(s->buf, h->msg, h->len);
-        ctl(s, h->dst, h->msg[0], h->len);
+        emit(s, h->dst, h->type, h->len);
         free(h->msg);
         return;
     }
     uint8_t pb[PHX_TD_PB_MAX] = { 0 };
     if (is_rel(s))   /* the parent now: an adoption may have changed it */
-        phx_put_le32(pb, (uint32_t)s->parent);
+        phx_ds_pb_enc(pb, s->parent);
     s->env.release(s->env.ctx, h->token, pb);
 }
 
@@ -320,23 +336,21 @@ static void release_ready(ds_t *s)
         s->hq_head = s->nhq = 0;
 }
 
-/* Sends the control message in buf now, or behind the fence while notices
- * are outstanding (a query or an adoption reply that engages its receiver). */
-static void ctl_fenced(ds_t *s, int dst, int type, size_t len)
+/* Sends m now, or behind the fence while notices are outstanding (a
+ * query or an adoption reply that engages its receiver). */
+static void ctl_fenced(ds_t *s, int dst, const phx_ds_msg_t *m)
 {
     if (!s->nnt) {
-        ctl(s, dst, type, len);
+        ctl(s, dst, m);
         return;
     }
-    s->buf[0] = (uint8_t)type;
-    if (hold(s, dst, 0, s->buf, len) < 0)
+    if (hold(s, dst, 0, m->type, s->buf, enc(s, m)) < 0)
         go_fatal(s, PHX_ENOMEM, "out of memory holding a message to %d (%d)", dst, 0);
 }
 
-static void fence_ack(ds_t *s, int src, const uint8_t *seq)
+static void fence_ack(ds_t *s, int src, uint64_t seq)
 {
-    memcpy(s->buf + 1, seq, 8);
-    ctl(s, src, M_FENCE, 9);
+    ctl(s, src, &(phx_ds_msg_t){ .type = M_FENCE, .seq = seq });
 }
 
 /* ---- signals to the grandparent (Rel) ----------------------------------- */
@@ -354,8 +368,7 @@ static void signal_gp(ds_t *s, int type)
         notice(s, s->gparent, M_INTERIOR, s->parent);
         return;
     }
-    phx_put_le32(s->buf + 1, (uint32_t)s->parent);
-    ctl(s, s->gparent, type, 5);
+    ctl(s, s->gparent, &(phx_ds_msg_t){ .type = (uint8_t)type, .rank = s->parent });
 }
 
 /* Called after every decrement of D. */
@@ -396,9 +409,7 @@ static void flush_one(ds_t *s, int src)
     uint32_t k = s->proc[src];
     if (!k)
         return;
-    s->buf[1] = 0;
-    phx_put_le32(s->buf + 2, k);
-    ctl(s, src, M_ACK, 6);
+    ctl(s, src, &(phx_ds_msg_t){ .type = M_ACK, .count = k });
     s->owed[src] -= k;
     s->proc[src] = 0;
     s->C -= k;
@@ -438,9 +449,7 @@ static void try_disengage(ds_t *s)
         s->irep = 0;
     }
     if (s->parent >= 0) {        /* an orphan's ack has nobody to go to */
-        s->buf[1] = ACK_DISENGAGE;
-        phx_put_le32(s->buf + 2, 1);
-        ctl(s, s->parent, M_ACK, 6);
+        ctl(s, s->parent, &(phx_ds_msg_t){ .type = M_ACK, .flags = PHX_DS_ACK_DISENGAGE, .count = 1 });
     }
     s->slot = 0;
     s->C = 0;
@@ -473,29 +482,20 @@ static void start_query(ds_t *s, int gc, int pf)
     will_send(s, gc);   /* the query is a send: it keeps D > 0 until answered */
     bit_put(&s->pend, s, pf, gc, 1);
     s->pending++;
-    phx_put_le32(s->buf + 1, (uint32_t)pf);
-    phx_put_le32(s->buf + 5, (uint32_t)s->parent);
-    ctl_fenced(s, gc, M_QUERY, 9);
+    ctl_fenced(s, gc, &(phx_ds_msg_t){ .type = M_QUERY, .rank = pf, .gparent = s->parent });
 }
 
 static void send_reply(ds_t *s, int gp, int pf, int debt)
 {
-    size_t len = 10;
     uint32_t cnt = 0;
     if (debt)
         for (int d = 0; d < s->n; d++) {
             int bit = s->xch ? s->xbit[d] : 0;
-            if (s->sacks[d] || bit) {
-                phx_put_le32(s->buf + len, (uint32_t)d);
-                s->buf[len + 4] = (uint8_t)bit;
-                len += 5;
-                cnt++;
-            }
+            if (s->sacks[d] || bit)
+                s->ent[cnt++] = (phx_ds_entry_t){ d, (uint8_t)bit };
         }
-    phx_put_le32(s->buf + 1, (uint32_t)pf);
-    s->buf[5] = (uint8_t)debt;
-    phx_put_le32(s->buf + 6, cnt);
-    ctl_fenced(s, gp, M_REPLY, len);
+    ctl_fenced(s, gp, &(phx_ds_msg_t){ .type = M_REPLY, .rank = pf, .debt = (uint8_t)debt, .count = cnt,
+                                        .ent = s->ent });
 }
 
 static void finish_exchange(ds_t *s)
@@ -534,9 +534,7 @@ static void handle_query(ds_t *s, int gp, int pf, int g)
             if (s->sacks[d] && !s->dead[d]) {
                 s->xw[d] = 1;
                 s->xwait++;
-                phx_put_le32(s->buf + 1, (uint32_t)gp);
-                phx_put_le32(s->buf + 5, s->xseq);
-                ctl(s, d, M_NOTIFY, 9);
+                ctl(s, d, &(phx_ds_msg_t){ .type = M_NOTIFY, .rank = gp, .xseq = s->xseq });
             }
         if (!s->xwait)
             finish_exchange(s);
@@ -604,7 +602,7 @@ int phx_td_ds_create(const phx_td_env_t *env, phx_ds_variant_t v, void **out)
      * a 64k-node simulation holds kilobytes per node, not 30 n bytes. */
     size_t n8 = (n + 7) & ~(size_t)7;
     s->arena_len = n8 * (sizeof *s->sacks + sizeof *s->owed + sizeof *s->proc +
-                         sizeof *s->dirty + sizeof *s->hq_to + 5) + 13 + 5 * n;
+                         sizeof *s->dirty + sizeof *s->hq_to + sizeof *s->ent + 5) + PHX_DS_MSG_MAX(n);
     void *a = mmap(NULL, s->arena_len, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (a == MAP_FAILED) {
@@ -618,6 +616,7 @@ int phx_td_ds_create(const phx_td_env_t *env, phx_ds_variant_t v, void **out)
     s->proc = (uint32_t *)(void *)p, p += n8 * sizeof *s->proc;
     s->dirty = (int *)(void *)p, p += n8 * sizeof *s->dirty;
     s->hq_to = (uint32_t *)(void *)p, p += n8 * sizeof *s->hq_to;
+    s->ent = (phx_ds_entry_t *)(void *)p, p += n8 * sizeof *s->ent;
     s->isdirty = p, p += n8;
     s->dead = p, p += n8;
     s->mark = p, p += n8;
@@ -667,7 +666,7 @@ int phx_td_ds_on_send(void *st, int dst, uint64_t token, uint8_t *pb)
     ds_t *s = st;
     if (s->terminal == 2) {
         if (is_rel(s))
-            memset(pb, 0, 4);
+            phx_ds_pb_enc(pb, 0);
         return 0;                /* runtime is tearing down after fatal */
     }
     if (!rank_ok(s, dst) || dst == s->me || s->terminal == 1)
@@ -675,7 +674,7 @@ int phx_td_ds_on_send(void *st, int dst, uint64_t token, uint8_t *pb)
     if (!s->slot)
         return PHX_EINVAL;       /* not engaged: breaks the diffusing model */
     if (is_rel(s))
-        phx_put_le32(pb, (uint32_t)s->parent);
+        phx_ds_pb_enc(pb, s->parent);
     if (s->dead[dst])
         return 0;                /* lost on the wire; nothing will ack it */
     int before = s->nnt;
@@ -684,7 +683,7 @@ int phx_td_ds_on_send(void *st, int dst, uint64_t token, uint8_t *pb)
         return PHX_ENOMEM;       /* the only way will_send fails */
     if (s->nnt == before && !s->hq_to[dst])
         return 0;                /* known recipient: no new notice to wait for */
-    if (hold(s, dst, token, NULL, 0) < 0) {
+    if (hold(s, dst, token, 0, NULL, 0) < 0) {
         go_fatal(s, PHX_ENOMEM, "out of memory holding a message to %d (%d)", dst, 0);
         return PHX_ENOMEM;
     }
@@ -711,7 +710,7 @@ void phx_td_ds_on_recv(void *st, int src, const uint8_t *pb)
         s->slot_done = 0;
         s->gparent = -1;
         if (is_rel(s)) {
-            int g = (int)phx_get_le32(pb);
+            int g = phx_ds_pb_dec(pb);
             s->gparent = rank_ok(s, g) ? g : -1;
         }
         s->orphan = s->adopted = s->irep = 0;
@@ -832,77 +831,63 @@ void phx_td_ds_on_failure(void *st, int f)
 int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
 {
     ds_t *s = st;
-    const uint8_t *m = msg;
-    if (!m || len < 1 || !rank_ok(s, src) || src == s->me)
+    phx_ds_msg_t m;
+    if (!msg || !rank_ok(s, src) || src == s->me || phx_ds_msg_dec(msg, len, &m))
         return PHX_EPROTO;
-    int type = m[0];
+    int type = m.type;
     /* validate fully before touching state */
     switch (type) {
     case M_ACK:
-        if (len != 6 || (m[1] & ~ACK_DISENGAGE) || phx_get_le32(m + 2) == 0)
-            return PHX_EPROTO;
         break;
     case M_PGC:
-        if (len != 13 || !rank_ok(s, (int)phx_get_le32(m + 1)) || s->v == PHX_DS_BASE)
+        if (!rank_ok(s, m.rank) || s->v == PHX_DS_BASE)
             return PHX_EPROTO;
         break;
     case M_QUERY:
-        if (len != 9 || !rank_ok(s, (int)phx_get_le32(m + 1)) || s->v == PHX_DS_BASE ||
-            ((int)phx_get_le32(m + 5) != -1 && !rank_ok(s, (int)phx_get_le32(m + 5))))
+        if (!rank_ok(s, m.rank) || s->v == PHX_DS_BASE || (m.gparent != -1 && !rank_ok(s, m.gparent)))
             return PHX_EPROTO;
         break;
     case M_REPLY: {
-        if (len < 10 || s->v == PHX_DS_BASE)
+        if (s->v == PHX_DS_BASE || m.count > (uint32_t)s->n || !rank_ok(s, m.rank))
             return PHX_EPROTO;
-        uint32_t cnt = phx_get_le32(m + 6);
-        if (m[5] > 1 || cnt > (uint32_t)s->n || len != 10 + 5 * (size_t)cnt ||
-            !rank_ok(s, (int)phx_get_le32(m + 1)))
-            return PHX_EPROTO;
-        for (uint32_t i = 0; i < cnt; i++)
-            if (!rank_ok(s, (int)phx_get_le32(m + 10 + 5 * i)) || m[14 + 5 * i] > 1)
+        for (uint32_t i = 0; i < m.count; i++)
+            if (!rank_ok(s, phx_ds_msg_entry(&m, i).rank))
                 return PHX_EPROTO;
-        if (!s->terminal && !s->dead[src] &&
-            !bit_get(&s->pend, s, (int)phx_get_le32(m + 1), src))
+        if (!s->terminal && !s->dead[src] && !bit_get(&s->pend, s, m.rank, src))
             return PHX_EPROTO;   /* a reply nobody asked for */
         break;
     }
     case M_INTERIOR:
     case M_EXTERIOR:
-        if (len != (type == M_INTERIOR ? 13u : 5u) || !is_rel(s) ||
-            !rank_ok(s, (int)phx_get_le32(m + 1)))
+        if (!is_rel(s) || !rank_ok(s, m.rank))
             return PHX_EPROTO;
         break;
     case M_FENCE:
-        if (len != 9 || s->v == PHX_DS_BASE)
+        if (s->v == PHX_DS_BASE)
             return PHX_EPROTO;
         break;
     case M_NOTIFY:
-        if (len != 9 || s->v != PHX_DS_RELEAGER || !rank_ok(s, (int)phx_get_le32(m + 1)))
+        if (s->v != PHX_DS_RELEAGER || !rank_ok(s, m.rank))
             return PHX_EPROTO;
         break;
     case M_ANSWER:
-        if (len != 7 || s->v != PHX_DS_RELEAGER || m[5] > 1 || m[6] > 1)
+        if (s->v != PHX_DS_RELEAGER)
             return PHX_EPROTO;
         break;
-    case M_ANNOUNCE:
-    case M_FATAL:
-        if (len != 1)
-            return PHX_EPROTO;
+    default:   /* ANNOUNCE, FATAL: the type is all */
         break;
-    default:
-        return PHX_EPROTO;
     }
     if (s->terminal || s->dead[src])
         return 0;                /* nothing from a failed node after its notice */
 
     switch (type) {
     case M_ACK: {
-        uint32_t k = phx_get_le32(m + 2);
+        uint32_t k = m.count;
         if (s->sacks[src] < k)
             return PHX_EPROTO;
         s->sacks[src] -= k;
         s->D -= k;
-        if ((m[1] & ACK_DISENGAGE) || !s->sacks[src])
+        if ((m.flags & PHX_DS_ACK_DISENGAGE) || !s->sacks[src])
             forget_child(s, src);
         d_dropped(s);
         break;
@@ -910,11 +895,11 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
     case M_PGC:
         /* only a current child reports; anything else is stale */
         if (s->sacks[src])
-            bit_put(&s->pc, s, src, (int)phx_get_le32(m + 1), 1);
-        fence_ack(s, src, m + 5);   /* even if stale: the sender waits for it */
+            bit_put(&s->pc, s, src, m.rank, 1);
+        fence_ack(s, src, m.seq);   /* even if stale: the sender waits for it */
         return 0;
     case M_QUERY: {
-        int pf = (int)phx_get_le32(m + 1), g = (int)phx_get_le32(m + 5);
+        int pf = m.rank, g = m.gparent;
         if (s->ndq == s->dqcap) {
             int nc = s->dqcap ? 2 * s->dqcap : 4;
             dq_t *q = realloc(s->dq, (size_t)nc * sizeof *q);
@@ -930,8 +915,8 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
         break;
     }
     case M_REPLY: {
-        int pf = (int)phx_get_le32(m + 1), debt = m[5];
-        uint32_t cnt = phx_get_le32(m + 6);
+        int pf = m.rank, debt = m.debt;
+        uint32_t cnt = m.count;
         bit_put(&s->pend, s, pf, src, 0);
         s->pending--;
         if (debt) {
@@ -941,9 +926,10 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
                 s->mark[src] = 1;
         }
         for (uint32_t i = 0; i < cnt; i++) {
-            int d = (int)phx_get_le32(m + 10 + 5 * i);
+            phx_ds_entry_t x = phx_ds_msg_entry(&m, i);
+            int d = x.rank;
             bit_put(&s->pc, s, src, d, 1);
-            if (s->v == PHX_DS_RELEAGER && m[14 + 5 * i])
+            if (s->v == PHX_DS_RELEAGER && x.bit)
                 bit_put(&s->par, s, src, d, !bit_get(&s->par, s, src, d));
         }
         /* the answer pays back the query's send */
@@ -956,30 +942,28 @@ int phx_td_ds_on_ctrl(void *st, int src, const void *msg, size_t len)
     }
     case M_INTERIOR:
     case M_EXTERIOR: {
-        int p = (int)phx_get_le32(m + 1);
+        int p = m.rank;
         bit_put(&s->par, s, p, src, !bit_get(&s->par, s, p, src));
         if (type == M_INTERIOR)
-            fence_ack(s, src, m + 5);
+            fence_ack(s, src, m.seq);
         return 0;
     }
     case M_FENCE:
-        notices_done(s, src, phx_get_le64(m + 1));
+        notices_done(s, src, m.seq);
         release_ready(s);
         return 0;
     case M_NOTIFY: {
         int eng = s->slot && s->parent == src;
         if (eng)
-            s->gparent = (int)phx_get_le32(m + 1);
-        memcpy(s->buf + 1, m + 5, 4);
-        s->buf[5] = (uint8_t)eng;
-        s->buf[6] = (uint8_t)(eng && s->irep);
-        ctl(s, src, M_ANSWER, 7);
+            s->gparent = m.rank;
+        ctl(s, src, &(phx_ds_msg_t){ .type = M_ANSWER, .xseq = m.xseq, .engaged = (uint8_t)eng,
+                                      .unpaired = (uint8_t)(eng && s->irep) });
         return 0;
     }
     case M_ANSWER:
-        if (s->xch && phx_get_le32(m + 1) == s->xseq && s->xw[src]) {
+        if (s->xch && m.xseq == s->xseq && s->xw[src]) {
             s->xw[src] = 0;
-            s->xbit[src] = m[6];
+            s->xbit[src] = m.unpaired;
             if (!--s->xwait)
                 finish_exchange(s);
         }

@@ -7,8 +7,11 @@
 #include "base/phx_err.h"
 #include "ft/termination/td.h"
 #include "ft/termination/td_ff_util.h"
+#include "ft/termination/msg.h"
 
-enum { M_STOP = 1, M_RESUME, M_ACKT, M_ACK, M_TERM };
+/* The messages: phx_ed_msg_t (msg.h). */
+enum { M_STOP = PHX_ED_M_STOP, M_RESUME = PHX_ED_M_RESUME, M_ACKT = PHX_ED_M_ACKT, M_ACK = PHX_ED_M_ACK,
+       M_TERM = PHX_ED_M_TERM };
 enum { ST_STOP, ST_RESUME, ST_ACKT, ST_ACK, ST_TERM, ST_NSTAT };
 
 typedef struct {
@@ -23,21 +26,23 @@ typedef struct {
     uint64_t stat[ST_NSTAT];
 } ed_t;
 
+static void send_msg(ed_t *e, int dst, int type, int s, int r)
+{
+    uint8_t m[PHX_ED_MSG_MAX];
+    long len = phx_ed_msg_enc(&(phx_ed_msg_t){ .type = (uint8_t)type, .s = s, .r = r }, m, sizeof m);
+    e->env.send(e->env.ctx, dst, m, (size_t)len);
+}
+
 static void send_sr(ed_t *e, int type, int dst, int s, int r)
 {
-    uint8_t m[9];
-    m[0] = (uint8_t)type;
-    phx_put_le32(m + 1, (uint32_t)s);
-    phx_put_le32(m + 5, (uint32_t)r);
-    e->env.send(e->env.ctx, dst, m, sizeof m);
+    send_msg(e, dst, type, s, r);
     e->stat[type - 1]++;
 }
 
 static void send_term(ed_t *e)
 {
-    uint8_t m = M_TERM;
     for (int i = 0; i < e->nchild; i++) {
-        e->env.send(e->env.ctx, 2 * e->env.rank + 1 + i, &m, 1);
+        send_msg(e, 2 * e->env.rank + 1 + i, M_TERM, 0, 0);
         e->stat[ST_TERM]++;
     }
 }
@@ -55,9 +60,8 @@ static void check(ed_t *e)
         e->env.declare(e->env.ctx);
         return;
     }
-    uint8_t m = M_STOP;
     e->sent_stop = 1;
-    e->env.send(e->env.ctx, tdff_parent(e->env.rank), &m, 1);
+    send_msg(e, tdff_parent(e->env.rank), M_STOP, 0, 0);
     e->stat[ST_STOP]++;
 }
 
@@ -120,21 +124,23 @@ static void ed_on_busy(void *st) { ((ed_t *)st)->busy = 1; }
 static int ed_on_ctrl(void *st, int src, const void *msg, size_t len)
 {
     ed_t *e = st;
-    const uint8_t *m = msg;
     int me = e->env.rank, P = e->env.size;
+    phx_ed_msg_t m;
     if (len < 1)
         return PHX_EPROTO;
     if (e->dead)
         return 0;
+    if (phx_ed_msg_dec(msg, len, &m))
+        return PHX_EPROTO;
     int child = tdff_parent(src) == me ? src - (2 * me + 1) : -1;
-    if (m[0] == M_STOP && len == 1) {
+    if (m.type == M_STOP) {
         if (child < 0 || e->stopped[child])
             return PHX_EPROTO;
         e->stopped[child] = 1;
         check(e);
         return 0;
     }
-    if (m[0] == M_TERM && len == 1) {
+    if (m.type == M_TERM) {
         if (src != tdff_parent(me) || e->done)
             return PHX_EPROTO;
         e->done = 1;
@@ -142,12 +148,10 @@ static int ed_on_ctrl(void *st, int src, const void *msg, size_t len)
         e->env.declare(e->env.ctx);
         return 0;
     }
-    if (len != 9)
-        return PHX_EPROTO;
-    int s = (int)phx_get_le32(m + 1), r = (int)phx_get_le32(m + 5);
+    int s = m.s, r = m.r;
     if (s < 0 || s >= P || r < 0 || r >= P || s == r)
         return PHX_EPROTO;
-    switch (m[0]) {
+    switch (m.type) {
     case M_RESUME:
         if (child < 0 || !tdff_is_ancestor(src, r))
             return PHX_EPROTO;

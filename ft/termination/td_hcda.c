@@ -9,6 +9,7 @@
 #include "base/phx_err.h"
 #include "ft/termination/td.h"
 #include "ft/termination/td_credit.h"
+#include "ft/termination/msg.h"
 #include "ft/termination/td_ff_util.h"
 
 enum { ST_FLUSH, ST_BORROW, ST_GRANT, ST_TERM, ST_DELAYED, ST_CLAMP, ST_NSTAT };
@@ -29,14 +30,20 @@ typedef struct {
     uint64_t stat[ST_NSTAT];
 } hc_t;
 
+static void send_msg(hc_t *h, int dst, int type, uint64_t credit)
+{
+    uint8_t m[PHX_TDC_MSG_MAX];
+    long len = phx_tdc_msg_enc(&(phx_tdc_msg_t){ .type = (uint8_t)type, .credit = credit }, m, sizeof m);
+    h->env.send(h->env.ctx, dst, m, (size_t)len);
+}
+
 static void agent_check(hc_t *h)
 {
     if (h->done || h->dead || h->returned != h->created)
         return;
     h->done = 1;
-    uint8_t m = PHX_TDC_TERM;
     for (int r = 1; r < h->env.size; r++) {
-        h->env.send(h->env.ctx, r, &m, 1);
+        send_msg(h, r, PHX_TDC_TERM, 0);
         h->stat[ST_TERM]++;
     }
     h->env.declare(h->env.ctx);
@@ -51,9 +58,7 @@ static void flush(hc_t *h, uint64_t v)
         agent_check(h);
         return;
     }
-    uint8_t m[9] = { PHX_TDC_FLUSH };
-    phx_put_le64(m + 1, v);
-    h->env.send(h->env.ctx, 0, m, sizeof m);
+    send_msg(h, 0, PHX_TDC_FLUSH, v);
     h->stat[ST_FLUSH]++;
 }
 
@@ -81,8 +86,7 @@ static void borrow(hc_t *h)
         granted(h, h->cfg.c_init);
         return;
     }
-    uint8_t m = PHX_TDC_BORROW;
-    h->env.send(h->env.ctx, 0, &m, 1);
+    send_msg(h, 0, PHX_TDC_BORROW, 0);
 }
 
 /* Sends held messages while credit halves; borrows again if it runs dry. */
@@ -92,7 +96,7 @@ static void drain(hc_t *h)
         uint8_t pb[8];
         uint64_t w = h->credit / 2;
         h->credit -= w;
-        phx_put_le64(pb, w);
+        phx_tdc_pb_enc(pb, w);
         hc_held_t m = h->held[h->head++];
         h->env.release(h->env.ctx, m.token, pb);
     }
@@ -161,7 +165,7 @@ static int hc_on_send(void *st, int dst, uint64_t token, uint8_t *pb)
     if (h->head == h->n && h->credit / 2) {
         uint64_t w = h->credit / 2;
         h->credit -= w;
-        phx_put_le64(pb, w);
+        phx_tdc_pb_enc(pb, w);
         return 0;
     }
     if (h->head == h->n)
@@ -184,7 +188,7 @@ static void hc_on_recv(void *st, int src, const uint8_t *pb)
 {
     hc_t *h = st;
     h->active = 1;
-    add_credit(h, phx_get_le64(pb));
+    add_credit(h, phx_tdc_pb_dec(pb));
     if (h->head < h->n && !h->borrow_pending)
         drain(h);
 }
@@ -206,36 +210,36 @@ static void hc_on_busy(void *st) { ((hc_t *)st)->active = 1; }
 static int hc_on_ctrl(void *st, int src, const void *msg, size_t len)
 {
     hc_t *h = st;
-    const uint8_t *m = msg;
     int agent = h->env.rank == 0;
     if (h->dead)
         return 0;
-    if (len == 9 && m[0] == PHX_TDC_FLUSH && agent) {
-        uint64_t v = phx_get_le64(m + 1);
+    phx_tdc_msg_t m;
+    if (phx_tdc_msg_dec(msg, len, &m))
+        return PHX_EPROTO;
+    if (m.type == PHX_TDC_FLUSH && agent) {
+        uint64_t v = m.credit;
         if (!v || h->returned + v > h->created)
             return PHX_EPROTO;
         h->returned += v;
         agent_check(h);
         return 0;
     }
-    if (len == 1 && m[0] == PHX_TDC_BORROW && agent) {
+    if (m.type == PHX_TDC_BORROW && agent) {
         if (h->done)
             return 0;   /* a prefetch from a node that then went idle: moot */
         h->created += h->cfg.c_init;
-        uint8_t g[9] = { PHX_TDC_GRANT };
-        phx_put_le64(g + 1, h->cfg.c_init);
-        h->env.send(h->env.ctx, src, g, sizeof g);
+        send_msg(h, src, PHX_TDC_GRANT, h->cfg.c_init);
         h->stat[ST_GRANT]++;
         return 0;
     }
-    if (len == 9 && m[0] == PHX_TDC_GRANT && src == 0 && !agent) {
-        uint64_t v = phx_get_le64(m + 1);
+    if (m.type == PHX_TDC_GRANT && src == 0 && !agent) {
+        uint64_t v = m.credit;
         if (!h->borrow_pending || !v || v > h->cfg.c_max)
             return PHX_EPROTO;
         granted(h, v);
         return 0;
     }
-    if (len == 1 && m[0] == PHX_TDC_TERM && src == 0 && !agent) {
+    if (m.type == PHX_TDC_TERM && src == 0 && !agent) {
         if (h->done)
             return PHX_EPROTO;
         h->done = 1;

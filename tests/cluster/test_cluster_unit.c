@@ -13,7 +13,7 @@
 
 #include "base/phx_err.h"
 #include "core/config.h"
-#include "tools/phx/phx_hostfile.h"
+#include "base/place/phx_place.h"
 
 static void workers_share(void **state)
 {

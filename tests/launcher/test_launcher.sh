@@ -113,8 +113,9 @@ check "exit 70: the summary says fault tolerance is off" \
 run run -n 3 sh -c '[ $PHX_RANK = 1 ] && kill -9 $$; sleep 0.5; echo done $PHX_RANK'
 check "sigkill: node death reported with pid, host and signal name" \
     'grep -q "^phx: rank 1 (pid [0-9]*, host 127.0.0.1) killed by signal 9 (SIGKILL)\$" "$T/err"'
-check "sigkill: the others run to completion, phx exits 0" \
-    '[ $RC = 0 ] && grep -q "^\[0\] done 0" "$T/out" && grep -q "^\[2\] done 2" "$T/out"'
+check "sigkill: the others run to completion; phx exits 137 (128 + SIGKILL), as mpirun does" \
+    '[ $RC = 137 ] && grep -q "^\[0\] done 0" "$T/out" && grep -q "^\[2\] done 2" "$T/out" &&
+     grep -q "^phx: exit 137 = 128 + SIGKILL, the signal that killed rank 1" "$T/err"'
 
 # ---- --abort-on-failure ----------------------------------------------------------
 start=$(date +%s)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "base/phx_err.h"
 #include "core/config.h"
 #include "core/held.h"
 #include "core/map.h"
@@ -216,6 +217,59 @@ static void config_precedence(void **state)
     unlink(path);
 }
 
+/* The launcher's check: the same table, both flag spellings, ranges,
+ * choices, and the settings that cannot take effect refused. */
+static void config_check(void **state)
+{
+    (void)state;
+    phx_config_t c;
+    assert_int_equal(phx_config_flag_arity("--phx-log", "info"), 2);
+    assert_int_equal(phx_config_flag_arity("--phx-log=info", "x"), 1);
+    assert_int_equal(phx_config_flag_arity("--phx-ft", "1"), 2);
+    assert_int_equal(phx_config_flag_arity("--phx-ft", "prog"), 1);
+    assert_int_equal(phx_config_flag_arity("--phx-ft", NULL), 1);
+    assert_int_equal(phx_config_flag_arity("--phx-log", "--phx-ft"), 1);
+    assert_int_equal(phx_config_flag_arity("--phx-config", "f"), 2);
+    assert_int_equal(phx_config_flag_arity("--phx-nonsense", "v"), 1);
+    assert_int_equal(phx_config_flag_arity("prog", "v"), 1);
+    assert_int_equal(phx_config_max_workers(2), 64);
+    assert_int_equal(phx_config_max_workers(16), 128);
+
+    char *ok[] = { "prog", "--phx-ft", "on", "arg", "--phx-recovery", "cr", "--phx-ckpt-interval=5", NULL };
+    assert_int_equal(phx_config_check(7, ok, 2, 4, &c), 0);
+    assert_int_equal(c.ft, 1);
+    assert_string_equal(c.recovery, "cr");
+    assert_int_equal(c.ckpt_interval, 5);
+    assert_string_equal(ok[3], "arg");   /* argv is left as it is */
+
+    char *bad[][3] = {
+        { "prog", "--phx-recovry=cr", NULL },            /* unknown key */
+        { "prog", "--phx-recovery=mlog-causl", NULL },   /* not a choice */
+        { "prog", "--phx-td=bogus", NULL },
+        { "prog", "--phx-metrics-port=70000", NULL },    /* out of range */
+        { "prog", "--phx-hb-timeout=0", NULL },
+        { "prog", "--phx-workers=65", NULL },            /* above 64 on 2 CPUs */
+        { "prog", "--phx-ckpt-interval=5", NULL },       /* no checkpointing mode */
+        { "prog", "--phx-ckpt-dir=/tmp", NULL },
+        { "prog", "--phx-restart=/tmp", NULL },
+        { "prog", "--phx-recovery=cr", NULL },           /* recovery without ft */
+        { "prog", "--phx-metrics-port=65533", NULL },    /* rank 3 would be at 65536 */
+        { "prog", "--phx-log", NULL },                   /* no value */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (phx_config_check(2, bad[i], 2, 4, &c) != PHX_EINVAL)
+            fail_msg("%s accepted", bad[i][1]);
+    char *help[] = { "prog", "--phx-help", NULL };
+    assert_int_equal(phx_config_check(2, help, 2, 4, &c), 0);   /* left to the nodes */
+    char *w[] = { "prog", "--phx-workers=65", NULL };
+    assert_int_equal(phx_config_check(2, w, 0, 4, &c), 0);      /* cpus unknown: no bound */
+    setenv("PHX_CKPT_DIR", "/tmp", 1);
+    char *plain[] = { "prog", NULL };
+    assert_int_equal(phx_config_check(1, plain, 2, 4, &c), PHX_EINVAL);   /* from the environment */
+    unsetenv("PHX_CKPT_DIR");
+    assert_int_equal(phx_config_check(1, plain, 2, 4, &c), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,6 +277,7 @@ int main(void)
         cmocka_unit_test(held_vs_oracle),
         cmocka_unit_test(pool_cross_thread),
         cmocka_unit_test(config_precedence),
+        cmocka_unit_test(config_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "base/phx_err.h"
-#include "tools/phx/phx_hostfile.h"
+#include "base/place/phx_place.h"
 
 static char err[512];
 
@@ -84,8 +84,33 @@ static void test_errors(void **st)
     parse_bad("a:2 slots=3\n", "hf:1: slot count given twice");
     parse_bad("a,b\n", "hf:1: invalid host");
     parse_bad("slots=3\n", "hf:1: invalid host");
-    parse_bad("# only comments\n\n", "no hosts");
+    parse_bad("# only comments\n\n", "phx: hostfile 'hf' lists no hosts (only comments");
+    parse_bad("", "phx: hostfile 'hf' lists no hosts (it is empty)");
     parse_bad("[::1\n", "hf:1: unterminated");
+}
+
+/* mpirun's -H/--host list */
+static void test_host_list(void **st)
+{
+    const char *ok[][2] = { { "a", "a=1" }, { "a:2,b", "a=2 b=1" }, { "a,b,a:3", "a=4 b=1" },
+                            { "[::1]:2,10.0.0.1:4", "::1=2 10.0.0.1=4" } };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        phx_hostlist_t hl = { 0 };
+        if (phx_hf_parse_list(ok[i][0], &hl, err, sizeof err))
+            fail_msg("'%s': %s", ok[i][0], err);
+        expect_hosts(&hl, ok[i][1]);
+        phx_hf_free(&hl);
+    }
+    const char *bad[][2] = { { "", "item 1 is not" }, { "a,,b", "item 2 is not" }, { "a:x", "--host:1: bad slot" },
+                             { "a,b:0", "--host:2: bad slot" }, { "a b", "item 1 is not" } };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        phx_hostlist_t hl = { 0 };
+        err[0] = 0;
+        assert_int_equal(phx_hf_parse_list(bad[i][0], &hl, err, sizeof err), PHX_EINVAL);
+        if (!strstr(err, bad[i][1]))
+            fail_msg("'%s': error '%s' lacks '%s'", bad[i][0], err, bad[i][1]);
+        phx_hf_free(&hl);
+    }
 }
 
 static void test_file(void **st)
@@ -228,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_mpich),
         cmocka_unit_test(test_bare_comments_blank),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_host_list),
         cmocka_unit_test(test_file),
         cmocka_unit_test(test_np_override),
         cmocka_unit_test(test_ports_and_peers),

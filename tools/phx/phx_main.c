@@ -1,10 +1,12 @@
 #define _GNU_SOURCE   /* asprintf, pipe2, sigabbrev_np */
 /* phx: starts a Phalanx job, one node process per slot, the way mpirun
  * starts an MPI job. See README.md for the node environment contract. */
-#include "phx_hostfile.h"
+#include "base/place/phx_place.h"
+#include "phx_opts.h"
 #include "phx_run.h"
 
 #include "base/phx_err.h"
+#include "core/config.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +32,11 @@ static void usage(FILE *fp)
         "  -f, --hostfile FILE    hosts and slots (Open MPI 'host slots=N', MPICH 'host:N',\n"
         "                         or one host per line); default: Slurm allocation if any,\n"
         "                         else 127.0.0.1\n"
-        "  -n, --np N             number of nodes (default: all slots, or 1)\n"
+        "  -H, --host H[:S],...   hosts and slots (1 without :S), as mpirun's -H\n"
+        "  -n, -np, --np N        number of nodes (default: all slots, or 1); also +pN\n"
+        "  -x VAR[=VALUE]         export VAR (set to VALUE) to every node, remote ones too\n"
+        "      --oversubscribe    more nodes than slots without a word, and over %d per slot\n"
+        "                         (refused without it; beyond the slots a warning)\n"
         "      --abort-on-failure stop the whole job when one node dies abnormally\n"
         "      --quiet            no status line (see README, \"Watching a job\")\n"
         "      --pidfile FILE     write 'rank pid host' lines once all nodes started\n"
@@ -41,12 +47,14 @@ static void usage(FILE *fp)
         "      --base-port P      node ports P, P+1, ... per host (remote default %d;\n"
         "                         local default: free ports)\n"
         "      --phx-KEY=VALUE    runtime option, passed on to every node (also accepted\n"
-        "                         after PROGRAM; 'PROGRAM --phx-help' lists the keys)\n"
+        "                         after PROGRAM, and as --phx-KEY VALUE; checked here\n"
+        "                         before any node starts; 'PROGRAM --phx-help' lists them)\n"
+        "long options may be shortened to any unambiguous prefix; usage errors exit 2\n"
         "\n"
         "environment: PHX_RSH (remote shell, default ssh), PHX_KILL_GRACE (seconds from\n"
         "SIGTERM to SIGKILL, default 3), PHX_SECRET / PHX_SECRET_FILE (cluster secret;\n"
         "generated when neither is set)\n",
-        PHX_HF_DEFAULT_BASE_PORT);
+        PHX_OPTS_PER_SLOT, PHX_HF_DEFAULT_BASE_PORT);
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -144,7 +152,8 @@ static char **split_words(const char *s)
     return v;
 }
 
-static int build_hosts(const char *hostfile, int np, phx_hostlist_t *hl)
+/* The local default has this host's cores as its slots. */
+static int build_hosts(const char *hostfile, const char *hostlist, phx_hostlist_t *hl)
 {
     char err[512] = "";
     int rc;
@@ -153,13 +162,15 @@ static int build_hosts(const char *hostfile, int np, phx_hostlist_t *hl)
         slurm = getenv("SLURM_NODELIST");
     if (hostfile) {
         rc = phx_hf_parse_file(hostfile, hl, err, sizeof err);
+    } else if (hostlist) {
+        rc = phx_hf_parse_list(hostlist, hl, err, sizeof err);
     } else if (slurm) {
         const char *tpn = getenv("SLURM_TASKS_PER_NODE");
         rc = phx_slurm_expand(slurm, hl, err, sizeof err);
         if (!rc && tpn && *tpn)
             rc = phx_slurm_tasks(tpn, hl, err, sizeof err);
     } else {
-        rc = phx_hf_add(hl, "127.0.0.1", 9, np > 0 ? np : 1);
+        rc = phx_hf_add(hl, "127.0.0.1", 9, phx_opts_cpus());
         if (rc)
             snprintf(err, sizeof err, "phx: %s", phx_strerror(rc));
     }
@@ -170,16 +181,12 @@ static int build_hosts(const char *hostfile, int np, phx_hostlist_t *hl)
     return rc;
 }
 
-/* restart-on=respawn, from --phx-restart-on=... (the last wins) or
- * PHX_RESTART_ON: the launcher restarts a node that died, at most
- * PHX_RESPAWN_MAX times per rank (default 3). */
-static int respawn_max(char **prog)
+/* restart-on=respawn (as the nodes read it: phx_opts_check_runtime): the
+ * launcher restarts a node that died, at most PHX_RESPAWN_MAX times per
+ * rank (default 3). */
+static int respawn_max(int respawn_on)
 {
-    const char *v = getenv("PHX_RESTART_ON");
-    for (char **a = prog; *a; a++)
-        if (!strncmp(*a, "--phx-restart-on=", 17))
-            v = *a + 17;
-    if (!v || strcmp(v, "respawn"))
+    if (!respawn_on)
         return 0;
     const char *m = getenv("PHX_RESPAWN_MAX");
     int k = 3;
@@ -194,7 +201,9 @@ static int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "hostfile", required_argument, NULL, 'f' },
+        { "host", required_argument, NULL, 'H' },
         { "np", required_argument, NULL, 'n' },
+        { "oversubscribe", no_argument, NULL, 'o' },
         { "abort-on-failure", no_argument, NULL, 'a' },
         { "pidfile", required_argument, NULL, 'p' },
         { "base-port", required_argument, NULL, 'b' },
@@ -204,73 +213,92 @@ static int cmd_run(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { 0, 0, 0, 0 },
     };
-    const char *hostfile = NULL, *pidfile = getenv("PHX_PIDFILE");
-    int np = 0, base = 0, abort_on_failure = 0, quiet = 0, c, nrt = 0, spares = 0;
-    /* Runtime flags given before PROGRAM; appended to its arguments, where
-     * phx_main takes them out and checks them. */
-    char **rtflags = calloc((size_t)argc + 1, sizeof *rtflags);
+    const char *hostfile = NULL, *hostlist = NULL, *pidfile = getenv("PHX_PIDFILE");
+    int np = 0, base = 0, abort_on_failure = 0, quiet = 0, c, nrt = 0, spares = 0, over = 0, nx = 0;
+    const char **xvars = NULL;   /* -x names, for remote nodes */
+    char respelled[32];
+    /* Runtime flags given before PROGRAM, as --phx-KEY=VALUE; appended to
+     * its arguments, where phx_main takes them out. */
+    char **rtflags = calloc((size_t)argc + 1, sizeof *rtflags), **prog = NULL;
     if (!rtflags) {
         fprintf(stderr, "phx: out of memory\n");
         return 1;
     }
+    int status = 2, rc, ft = 0, respawn_on = 0;
+    phx_hostlist_t hl = { 0 };
+    phx_ranktab_t rt = { 0 };
+    char *peers = NULL, *prog_path = NULL, **rsh = NULL;
     optind = 1;
+    opterr = 1;
     /* '+': stop at PROGRAM, so its own flags are left alone. */
     for (;;) {
         if (optind < argc && !strncmp(argv[optind], "--phx-", 6)) {
-            rtflags[nrt++] = argv[optind++];
+            /* --phx-KEY VALUE travels as --phx-KEY=VALUE */
+            if (phx_config_flag_arity(argv[optind], optind + 1 < argc ? argv[optind + 1] : NULL) == 2) {
+                if (asprintf(&rtflags[nrt], "%s=%s", argv[optind], argv[optind + 1]) < 0)
+                    goto oom;
+                optind++;
+            } else if (!(rtflags[nrt] = strdup(argv[optind]))) {
+                goto oom;
+            }
+            nrt++;
+            optind++;
             continue;
         }
-        if ((c = getopt_long(argc, argv, "+f:n:h", opts, NULL)) == -1)
+        if (optind < argc)
+            argv[optind] = (char *)phx_opts_respell(argv[optind], respelled, sizeof respelled);
+        if ((c = getopt_long(argc, argv, "+f:H:n:x:h", opts, NULL)) == -1)
             break;
         switch (c) {
         case 'f': hostfile = optarg; break;
+        case 'H': hostlist = optarg; break;
+        case 'o': over = 1; break;
         case 'a': abort_on_failure = 1; break;
         case 'q': quiet = 1; break;
         case 'p': pidfile = optarg; break;
         case 'r': setenv("PHX_RESTART", optarg, 1); break;   /* recovery=cr: restart from DIR */
+        case 'x':
+            if ((status = phx_opts_export(optarg, &xvars, &nx)))
+                goto out;
+            break;
         case 's':
             if (parse_int(optarg, 0, PHX_HF_MAX_SLOTS - 1, &spares)) {
                 fprintf(stderr, "phx: --spares wants a count from 0 to %d, got '%s'\n", PHX_HF_MAX_SLOTS - 1, optarg);
-                free(rtflags);
-                return 2;
+                goto out;
             }
             break;
         case 'n':
             if (parse_int(optarg, 1, PHX_HF_MAX_SLOTS, &np)) {
                 fprintf(stderr, "phx: -n wants a count from 1 to %d, got '%s'\n", PHX_HF_MAX_SLOTS, optarg);
-                free(rtflags);
-                return 2;
+                goto out;
             }
             break;
         case 'b':
             if (parse_int(optarg, 1, 65535, &base)) {
                 fprintf(stderr, "phx: --base-port wants a port from 1 to 65535, got '%s'\n", optarg);
-                free(rtflags);
-                return 2;
+                goto out;
             }
             break;
-        case 'h': usage(stdout); free(rtflags); return 0;
-        default: usage(stderr); free(rtflags); return 2;
+        case 'h': usage(stdout); status = 0; goto out;
+        default: usage(stderr); goto out;
         }
+    }
+    if (hostfile && hostlist) {
+        fprintf(stderr, "phx: --hostfile and --host both name the hosts: give one\n");
+        goto out;
     }
     if (optind >= argc) {
         fprintf(stderr, "phx: run: no program given%s\n",
                 nrt ? " (the runtime options --phx-* are the program's: 'PROGRAM --phx-help' "
                       "lists them)" : "");
         usage(stderr);
-        free(rtflags);
-        return 2;
+        goto out;
     }
     /* PROGRAM ARGS... then the runtime flags, NULL-terminated. */
-    char **prog = calloc((size_t)(argc - optind + nrt + 1), sizeof *prog);
-    if (!prog) {
-        fprintf(stderr, "phx: out of memory\n");
-        free(rtflags);
-        return 1;
-    }
+    if (!(prog = calloc((size_t)(argc - optind + nrt + 1), sizeof *prog)))
+        goto oom;
     memcpy(prog, argv + optind, (size_t)(argc - optind) * sizeof *prog);
     memcpy(prog + argc - optind, rtflags, (size_t)nrt * sizeof *prog);
-    free(rtflags);
     if (pidfile && !*pidfile)
         pidfile = NULL;
 
@@ -282,19 +310,17 @@ static int cmd_run(int argc, char **argv)
         if (*end || !(grace >= 0 && grace <= 3600)) {
             fprintf(stderr, "phx: PHX_KILL_GRACE must be seconds from 0 to 3600 (e.g. 3 or 0.5), "
                             "got '%s'\n", gs);
-            free(prog);
-            return 2;
+            goto out;
         }
     }
 
-    phx_hostlist_t hl = { 0 };
-    phx_ranktab_t rt = { 0 };
-    char *peers = NULL, *prog_path = NULL, **rsh = NULL;
-    int status = 1, rc;
-    if (build_hosts(hostfile, np, &hl)) {
-        status = 2;
+    if (build_hosts(hostfile, hostlist, &hl))
         goto out;
-    }
+    status = 1;
+    /* The local default has the cores as its slots, but one node unless -n. */
+    int local_default = !hostfile && !hostlist && !getenv("SLURM_JOB_NODELIST") && !getenv("SLURM_NODELIST");
+    if (!np && local_default)
+        np = 1;
     /* Spares come on top of -n (or out of all slots without it): the
      * last ranks, so the program's ranks are the same with or without. */
     if ((rc = phx_rt_build(&hl, np ? np + spares : 0, &rt))) {
@@ -312,13 +338,20 @@ static int cmd_run(int argc, char **argv)
         if (setenv("PHX_SPARES", k, 1))
             goto oom;
     }
-    if (rt.oversubscribed)
-        fprintf(stderr, "phx: note: %d nodes on %d slots; oversubscribing hosts round-robin\n",
-                rt.n, phx_hf_total_slots(&hl));
 
     int nlocal = 0;
     for (int r = 0; r < rt.n; r++)
         nlocal += rt.r[r].local;
+    /* Every option once, here, rather than one message per node. */
+    int help = 0;
+    for (char **a = prog; *a; a++)
+        help |= !strcmp(*a, "--phx-help");
+    if ((status = phx_opts_check_runtime(prog, rt.n, nlocal == rt.n ? phx_opts_cpus() : 0, &ft, &respawn_on)))
+        goto out;
+    status = 2;
+    if (!help && phx_opts_check_slots(rt.n, nlocal, phx_hf_total_slots(&hl), local_default, over))
+        goto out;
+    status = 1;
     if (nlocal) {
         int e = 0;
         if (!(prog_path = find_program(prog[0], &e))) {
@@ -337,6 +370,9 @@ static int cmd_run(int argc, char **argv)
                                 : "phx: out of memory\n");
             goto out;
         }
+        if ((status = phx_opts_resolve(&rt, rsh[0])))
+            goto out;
+        status = 1;
         if (!(rp = find_program(rsh[0], &e))) {
             fprintf(stderr, "phx: cannot run remote shell '%s': %s\n", rsh[0], strerror(e));
             status = 127;
@@ -398,7 +434,8 @@ static int cmd_run(int argc, char **argv)
 
     phx_job_t job = { .rt = &rt, .argv = prog, .prog_path = prog_path, .rsh = rsh,
                       .abort_on_failure = abort_on_failure, .grace = grace, .pidfile = pidfile,
-                      .quiet = quiet, .secret = secret, .respawn = respawn_max(prog) };
+                      .quiet = quiet, .secret = secret, .respawn = respawn_max(respawn_on),
+                      .exports = xvars, .ft = ft };
     status = phx_run_job(&job);
     goto out;
 oom:
@@ -411,6 +448,12 @@ out:
     free(rsh);
     free(prog_path);
     free(prog);
+    for (int i = 0; i < nrt; i++)
+        free(rtflags[i]);
+    free(rtflags);
+    for (int i = 0; i < nx; i++)
+        free((char *)xvars[i]);
+    free(xvars);
     free(peers);
     phx_rt_free(&rt);
     phx_hf_free(&hl);

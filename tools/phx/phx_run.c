@@ -41,6 +41,7 @@ typedef struct {
     int alive;
     int status;
     unsigned inc;           /* incarnation (PHX_INCARNATION): respawns so far */
+    int stopped_kill;       /* kill_stopped() sent the SIGKILL: not the job's failure */
 } proc_t;
 
 enum { WHY_NONE, WHY_SIGNAL, WHY_ABORT };
@@ -55,6 +56,8 @@ typedef struct {
     int settle_rank;
     int verdict;            /* the job's code when a verdict (76, 78) ended it */
     double ended_at;        /* first seen a node end the job normally (kill_stopped) */
+    int node_ft;            /* a local node said it runs with fault tolerance (SIGUSR1,
+                             * core/lifeline.c): the program may have turned it on itself */
 } run_t;
 
 static int sig_pipe[2] = { -1, -1 };
@@ -433,7 +436,10 @@ static char **remote_argv(const phx_job_t *job, int rank, unsigned inc)
         na++;
     while (job->rsh[nr])
         nr++;
-    char **v = calloc(nr + n + na + 7, sizeof *v);
+    size_t nx = 0;
+    while (job->exports && job->exports[nx])
+        nx++;
+    char **v = calloc(nr + n + na + nx + 7, sizeof *v);
     if (!v)
         return NULL;
     size_t k = 0;
@@ -445,6 +451,19 @@ static char **remote_argv(const phx_job_t *job, int rank, unsigned inc)
     for (size_t i = 0; i < n; i++)
         if (forwarded(environ[i]) && !(v[k++] = phx_shell_quote(environ[i])))
             goto oom;
+    /* -x VAR: ssh carries no environment, so each goes explicitly too. */
+    for (size_t i = 0; i < nx; i++) {
+        const char *val = getenv(job->exports[i]);
+        char *kv;
+        if (!val || !strncmp(job->exports[i], "PHX_", 4))
+            continue;   /* PHX_* went above */
+        if (asprintf(&kv, "%s=%s", job->exports[i], val) < 0)
+            goto oom;
+        v[k] = phx_shell_quote(kv);
+        free(kv);
+        if (!v[k++])
+            goto oom;
+    }
     if (asprintf(&v[k++], "PHX_RANK=%d", rank) < 0 ||
         asprintf(&v[k++], "PHX_LOCAL_SIZE=%d", local_size(job->rt, rank)) < 0) {
         v[k - 1] = NULL;
@@ -651,13 +670,25 @@ static void summary(const run_t *R, int code)
         fprintf(stderr, "phx: exit %d; rank(s) %s died during the job\n", code, dead);
 }
 
+/* The first rank (lowest) that died of a signal the launcher did not send:
+ * its signal, else 0. */
+static int died_of_signal(const run_t *R, int *rank)
+{
+    for (int i = 0; i < R->n; i++)
+        if (WIFSIGNALED(R->p[i].status) && !R->p[i].stopped_kill) {
+            *rank = i;
+            return WTERMSIG(R->p[i].status);
+        }
+    return 0;
+}
+
 static int job_code(const run_t *R)
 {
     if (R->why == WHY_SIGNAL)
         return 128 + R->sig;
     if (R->why == WHY_ABORT)
         return R->verdict ? R->verdict : 1;
-    int code = -1, mixed = 0;
+    int code = -1, mixed = 0, dead = 0, sig = died_of_signal(R, &dead);
     for (int i = 0; i < R->n; i++) {
         int st = R->p[i].status;
         if (!WIFEXITED(st) || WEXITSTATUS(st) == EXIT_FENCED || rsh_lost(R, i))
@@ -667,6 +698,16 @@ static int job_code(const run_t *R)
             mixed = 1;
         if (c > code)
             code = c;
+    }
+    /* A rank killed by a signal is the job's result, as under mpirun,
+     * unless fault tolerance was on to survive it (then the survivors'
+     * code says whether it did: 0, or a verdict such as 76). */
+    if (sig && (code < 0 || (code == 0 && !R->job->ft && !R->node_ft))) {
+        summary(R, 128 + sig);
+        fprintf(stderr, "phx: exit %d = 128 + SIG%s, the signal that killed rank %d%s\n", 128 + sig,
+                signame(sig), dead, code == 0 ? " (the others exited 0; --phx-ft=1 lets a phalanx job "
+                                               "survive a lost node)" : "");
+        return 128 + sig;
     }
     if (code < 0) {
         fprintf(stderr, "phx: no node exited normally\n");
@@ -692,6 +733,10 @@ static void handle_signals(run_t *R)
             int sig = b[i];
             if (sig == SIGCHLD)
                 continue;   /* reap() runs every iteration */
+            if (sig == SIGUSR1) {
+                R->node_ft = 1;
+                continue;
+            }
             if (R->why == WHY_NONE) {
                 fprintf(stderr, "phx: caught SIG%s, stopping %d node(s)\n", signame(sig), R->nalive);
                 teardown(R, WHY_SIGNAL, sig);
@@ -748,6 +793,7 @@ static void kill_stopped(run_t *R)
         phx_status_hide(g_status);
         fprintf(stderr, "phx: rank %d (pid %d) is stopped (SIGSTOP?) %.0f s after the job ended; "
                         "killing it\n", p->rank, (int)p->pid, t - R->ended_at);
+        p->stopped_kill = 1;
         if (kill(-p->pid, SIGKILL) < 0)
             kill(p->pid, SIGKILL);
     }
@@ -862,11 +908,27 @@ int phx_run_job(const phx_job_t *job)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGCHLD, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);   /* a node runs with fault tolerance */
     signal(SIGPIPE, SIG_IGN);   /* a closed stdout must not kill the launcher mid-job */
 
     int status = 0;
     g_status = phx_status_open(R->n, job->quiet);
+    /* PHX_TEST_SPAWN_HOLD=K: after K nodes, the spawn waits for a signal,
+     * so a test can signal the launcher in the middle of a spawn by
+     * construction rather than by timing. */
+    const char *hs = getenv("PHX_TEST_SPAWN_HOLD");
+    int hold = hs && *hs ? atoi(hs) : -1;
     for (int i = 0; i < R->n; i++) {
+        /* SIGTERM and SIGINT stop a long spawn too: nodes already started
+         * are torn down, none more is started. */
+        while (i == hold && R->why == WHY_NONE) {
+            struct pollfd pf = { .fd = sig_pipe[0], .events = POLLIN };
+            poll(&pf, 1, -1);
+            handle_signals(R);
+        }
+        handle_signals(R);
+        if (R->why != WHY_NONE)
+            break;
         if ((rc = spawn(R, &R->p[i]))) {
             fprintf(stderr, "phx: cannot start rank %d on %s: %s\n", i, job->rt->r[i].host,
                     phx_strerror(rc));
@@ -874,7 +936,7 @@ int phx_run_job(const phx_job_t *job)
             break;
         }
     }
-    if (!rc && job->pidfile && write_pidfile(R, job->pidfile))
+    if (!rc && R->why == WHY_NONE && job->pidfile && write_pidfile(R, job->pidfile))
         teardown(R, WHY_ABORT, 0);
     if ((rc = loop(R))) {
         fprintf(stderr, "phx: event loop failed: %s\n", phx_strerror(rc));
@@ -883,6 +945,13 @@ int phx_run_job(const phx_job_t *job)
     } else {
         phx_status_close(g_status);   /* the last line stays above the summary */
         g_status = NULL;
+        /* A node's SIGUSR1 is pending in the pipe if it came just before
+         * the end; a signal for the launcher changes nothing now. */
+        unsigned char b[64];
+        ssize_t r;
+        while ((r = read(sig_pipe[0], b, sizeof b)) > 0)
+            for (ssize_t i = 0; i < r; i++)
+                R->node_ft |= b[i] == SIGUSR1;
         status = job_code(R);
     }
     for (int i = 0; i < R->n; i++) {

@@ -3,7 +3,7 @@
 #ifndef PHX_RUN_H
 #define PHX_RUN_H
 
-#include "phx_hostfile.h"
+#include "base/place/phx_place.h"
 
 #define PHX_RUN_LINE_MAX (64 * 1024)   /* longer lines are split */
 #define PHX_RUN_SECRET_MAX 1024        /* what a node accepts (core/node.c) */
@@ -22,6 +22,9 @@ typedef struct {
                              * stdin (never on a command line); NULL: PHX_SECRET_FILE */
     int respawn;            /* restart-on=respawn: restarts per rank of a node that died
                              * (signal or fenced), same host, incarnation + 1; 0: none */
+    const char **exports;   /* -x names, NULL-terminated (or NULL): set on remote nodes too */
+    int ft;                 /* --phx-ft as the nodes read it: a node killed by a signal may be
+                             * survived; without it the job's code says it (128 + signal) */
 } phx_job_t;
 
 /* Runs the job to completion; returns the launcher's exit status. The

@@ -1,7 +1,7 @@
 #define _GNU_SOURCE   /* asprintf */
 /* Direct launch under srun: a node's identity from Slurm's step variables,
  * the way MPI libraries find theirs without mpirun. */
-#include "phx_hostfile.h"
+#include "base/place/phx_place.h"
 
 #include "base/phx_err.h"
 

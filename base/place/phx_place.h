@@ -1,12 +1,13 @@
-/* Host lists and rank tables for the phx launcher.
+/* Placement: host lists and rank tables, shared by the phx launcher and
+ * the node (direct launch under srun). base/ only below it.
  *
  * Kept free of process management so every placement rule can be unit
  * tested: parsing (Open MPI, MPICH and bare hostfiles, Slurm node lists),
  * rank placement, port choice and the PHX_PEERS string. Functions return 0
  * or a negative PHX_E* code; parse errors also fill a caller buffer with a
  * "FILE:LINE: message" diagnostic. */
-#ifndef PHX_HOSTFILE_H
-#define PHX_HOSTFILE_H
+#ifndef PHX_PLACE_H
+#define PHX_PLACE_H
 
 #include <stddef.h>
 
@@ -48,6 +49,10 @@ int phx_hf_total_slots(const phx_hostlist_t *hl);
 int phx_hf_parse_text(const char *name, const char *text, phx_hostlist_t *hl,
                       char *err, size_t errlen);
 int phx_hf_parse_file(const char *path, phx_hostlist_t *hl, char *err, size_t errlen);
+
+/* Parses mpirun's -H/--host list "host[:slots][,host[:slots]...]" (a
+ * host without :slots has 1, repeats add up). */
+int phx_hf_parse_list(const char *list, phx_hostlist_t *hl, char *err, size_t errlen);
 
 /* Expands a Slurm node list ("a,b", "n[01-04,7]", "r[1-2]-n[1-3]") into hl
  * with one slot each. */

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE   /* strndup, getline */
-#include "phx_hostfile.h"
+#include "base/place/phx_place.h"
 
 #include "base/phx_err.h"
 
@@ -180,7 +180,31 @@ int phx_hf_parse_text(const char *name, const char *text, phx_hostlist_t *hl,
         p += n + (nl ? 1 : 0);
     }
     if (!rc && hl->n == 0)
-        rc = fail(err, errlen, "%s:%d: no hosts listed", name, ln);
+        rc = fail(err, errlen, "phx: hostfile '%s' lists no hosts (%s)", name,
+                  ln ? "only comments and blank lines" : "it is empty");
+    return rc;
+}
+
+int phx_hf_parse_list(const char *list, phx_hostlist_t *hl, char *err, size_t errlen)
+{
+    int ln = 0, rc = 0;
+    for (const char *p = list; !rc; ) {
+        size_t n = strcspn(p, ",");
+        char *item = strndup(p, n);
+        if (!item) {
+            fail(err, errlen, "phx: out of memory");
+            return PHX_ENOMEM;
+        }
+        ++ln;
+        if (!n || strcspn(item, " \t") != n)
+            rc = fail(err, errlen, "phx: --host %s: item %d is not host[:slots]", list, ln);
+        else
+            rc = parse_line("--host", ln, item, hl, err, errlen);
+        free(item);
+        if (!p[n])
+            break;
+        p += n + 1;
+    }
     return rc;
 }
 
@@ -205,7 +229,8 @@ int phx_hf_parse_file(const char *path, phx_hostlist_t *hl, char *err, size_t er
     free(line);
     fclose(fp);
     if (!rc && hl->n == 0)
-        rc = fail(err, errlen, "%s:%d: no hosts listed", path, ln);
+        rc = fail(err, errlen, "phx: hostfile '%s' lists no hosts (%s)", path,
+                  ln ? "only comments and blank lines" : "it is empty");
     return rc;
 }
 

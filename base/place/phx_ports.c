@@ -1,4 +1,4 @@
-#include "phx_hostfile.h"
+#include "base/place/phx_place.h"
 
 #include "base/phx_err.h"
 
