@@ -1,5 +1,5 @@
 /* Agreement inside the node: glue between the pure ERA state machine
- * (ft/era, seed 002_*), the node's transport and failure notices, and the
+ * (ft/era/era.h), the node's transport and failure notices, and the
  * worker threads blocked in phx_agree / phx_shrink / phx_allreduce.
  *
  * Threads. A collective call runs on a worker: it links a request (on its
@@ -887,3 +887,37 @@ int phx_allreduce(phx_ctx_t *c, phx_group_t *g, uint64_t *value, int op)
         *value = r.out;
     return rc;
 }
+
+/* ---- failure acknowledgement (phx_failure_ack, core/phalanx.h) ---------- */
+
+/* The dead list now, malloc'd into *out (NULL when empty); count or
+ * PHX_ENOMEM. */
+static int dead_snapshot(phx_node_t *n, int **out)
+{
+    pthread_mutex_lock(&n->dead_lock);
+    int k = n->ndead;
+    int *l = k ? malloc((size_t)k * sizeof *l) : NULL;
+    if (l)
+        memcpy(l, n->dead, (size_t)k * sizeof *l);
+    pthread_mutex_unlock(&n->dead_lock);
+    *out = l;
+    return k && !l ? PHX_ENOMEM : k;
+}
+
+/* Acknowledged failures live in ONE state, core/agree.c's, which also
+ * feeds every agreement and group. ack: acknowledge the dead known now and
+ * return their number; else return how many of them are not acknowledged. */
+static int dead_ack(int ack)
+{
+    phx_node_t *n = phx_node_current;
+    int *l;
+    int k = n ? dead_snapshot(n, &l) : 0;
+    if (k <= 0)
+        return k;
+    int rc = ack ? phx_agree_ack(n, l, k) : phx_agree_count_acked(n, l, k);
+    free(l);
+    return rc < 0 ? rc : ack ? k : k - rc;
+}
+
+int phx_failure_ack(void) { return dead_ack(1); }
+int phx_failures_unacked(void) { return dead_ack(0); }

@@ -37,6 +37,7 @@
 #include "core/eventlog.h"
 #include "core/metrics.h"
 #include "core/node.h"
+#include "core/cr.h"
 #include "core/recovery.h"
 #include "ft/ckpt/ckpt.h"
 #include "ft/ckpt/ckpt_msg.h"
@@ -1639,7 +1640,7 @@ static int moves_to(const cr_t *c, const int *loc_e, const int *loc, int x, int 
  * places tasks as the partial round would have. */
 static int relocate(cr_t *c, const phx_ck_copy_t *slot, int *loc, int *lost, int *lost_buddy)
 {
-    if (c->n->cfg.spares && !strcmp(c->n->cfg.restart_on, "spare"))
+    if (c->n->cfg.spares && c->n->cfg.restart_mode == PHX_RESTART_SPARE)
         return phx_ck_relocate_spare(c->size, c->nloc, slot->loc, slot->buddy, c->dead, c->n->app_size,
                                      PHX_LOC_SLICES, loc, lost, lost_buddy, NULL);
     return phx_ck_relocate_p(c->size, c->nloc, slot->loc, slot->buddy, c->dead, c->n->cfg.recovery_helpers, loc, lost,
@@ -1962,7 +1963,7 @@ static void rb_try_decide(cr_t *c)
      * later commit and gets its tasks back at the checkpoint after), and
      * no live rank may have moved tasks home since the epoch (its table
      * is no longer the epoch's). */
-    int partial = c->partial_ok && rule && !disk && !moved && (!strcmp(c->n->cfg.restart_on, "survivors") || c->respawn);
+    int partial = c->partial_ok && rule && !disk && !moved && (c->n->cfg.restart_mode == PHX_RESTART_SURVIVORS || c->respawn);
     /* ... and only where some live rank keeps running (mlog-team). */
     int keeps = !c->rolls;
     for (int r = 0; !keeps && r < c->size; r++)
@@ -2442,30 +2443,23 @@ static int cr_configure(phx_node_t *n)
         fprintf(stderr, "phalanx: recovery=cr needs fault tolerance (--phx-ft=1)\n");
         return PHX_EINVAL;
     }
-    if (!strcmp(n->cfg.restart_on, "spare") && !n->cfg.spares) {
+    if (n->cfg.restart_mode == PHX_RESTART_SPARE && !n->cfg.spares) {
         fprintf(stderr, "phalanx: restart-on=spare needs spare nodes (phx run --spares K)\n");
         return PHX_EINVAL;
     }
-    if (strcmp(n->cfg.restart_on, "survivors") && strcmp(n->cfg.restart_on, "spare") &&
-        strcmp(n->cfg.restart_on, "respawn")) {
+    if (n->cfg.restart_mode == PHX_RESTART_UNKNOWN) {
         fprintf(stderr, "phalanx: unknown restart-on=%s (survivors, spare or respawn)\n", n->cfg.restart_on);
         return PHX_EINVAL;
     }
-    /* The counting detectors' state would have to be rolled back with the
-     * tasks (and their control messages drained at the cut). cr checks
-     * quiescence on its own consistent cut instead (ft/ckpt/quiet.h):
-     * td=cut, also what the ft default (rellazy) becomes; td=none leaves
-     * the end to phx_exit, with no probes at all. */
-    /* Message logging keeps messages to replay outside the queues a cut
-     * counts: not yet (its jobs end by phx_exit). */
-    int cut_ok = !strcmp(n->cfg.recovery, "cr");
-    if (strcmp(n->cfg.td, "none") && strcmp(n->cfg.td, "rellazy") && (strcmp(n->cfg.td, "cut") || !cut_ok)) {
+    /* Which detector runs beside cr (td=cut: cr's own check on its cuts,
+     * ft/ckpt/quiet.h) was derived with the configuration (core/config.c). */
+    int cut_ok = n->cfg.rec_family == PHX_REC_CR;
+    if (n->cfg.td_mode == PHX_TD_UNSUPPORTED) {
         fprintf(stderr, "phalanx: recovery=%s detects termination %s; td=%s is not supported with it\n",
                 n->cfg.recovery, cut_ok ? "on its checkpoints (td=cut) or not at all (td=none)"
                                         : "not at all (td=none): its jobs end by phx_exit", n->cfg.td);
         return PHX_EINVAL;
     }
-    strcpy(n->cfg.td, cut_ok && strcmp(n->cfg.td, "none") ? "cut" : "none");
     return 0;
 }
 
@@ -2587,7 +2581,7 @@ static int cr_init(phx_node_t *n, void **out)
     uv_timer_init(&n->loop, &c->idle_timer);
     c->idle_timer.data = c;
     c->open = 1;
-    c->respawn = !strcmp(n->cfg.restart_on, "respawn");
+    c->respawn = n->cfg.restart_mode == PHX_RESTART_RESPAWN;
     if (phx_recovery_rejoining(n)) {
         /* A new incarnation of a lost rank: nothing runs until the round
          * that takes it in restores its state from its buddy's copy. */
@@ -2613,7 +2607,7 @@ static int cr_init(phx_node_t *n, void **out)
         uint64_t ms = (uint64_t)n->cfg.ckpt_interval * 1000;
         uv_timer_start(&c->timer, on_timer, ms, ms);
     }
-    c->cut = !strcmp(n->cfg.td, "cut");
+    c->cut = n->cfg.td_mode == PHX_TD_CUT;
     c->idle_sent = -1;
     if (c->cut)
         uv_timer_start(&c->idle_timer, on_idle_timer, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_period_ms);

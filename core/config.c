@@ -331,6 +331,33 @@ static int parse_peers(phx_config_t *cfg, const char *list)
     return 0;
 }
 
+/* The mode names, compared once. Under a recovery mode the counting
+ * detectors' state would have to be rolled back with the tasks (and their
+ * control messages drained at the cut): cr checks quiescence on its own
+ * consistent cut instead (td=cut, also what the ft default rellazy
+ * becomes), and message logging, whose messages to replay sit outside the
+ * queues a cut counts, runs none (its jobs end by phx_exit). */
+static void derive_modes(phx_config_t *cfg)
+{
+    const char *r = cfg->recovery, *ro = cfg->restart_on, *td = cfg->td;
+    cfg->rec_family = !r[0] || !strcmp(r, "none") ? PHX_REC_NONE
+                    : !strcmp(r, "cr") ? PHX_REC_CR
+                    : !strncmp(r, "mlog-", 5) ? PHX_REC_MLOG : PHX_REC_UNKNOWN;
+    cfg->restart_mode = !strcmp(ro, "survivors") ? PHX_RESTART_SURVIVORS
+                      : !strcmp(ro, "spare") ? PHX_RESTART_SPARE
+                      : !strcmp(ro, "respawn") ? PHX_RESTART_RESPAWN : PHX_RESTART_UNKNOWN;
+    int none = !strcmp(td, "none");
+    if (cfg->rec_family == PHX_REC_CR || cfg->rec_family == PHX_REC_MLOG) {
+        int cr = cfg->rec_family == PHX_REC_CR;
+        if (!none && strcmp(td, "rellazy") && (strcmp(td, "cut") || !cr))
+            cfg->td_mode = PHX_TD_UNSUPPORTED;
+        else
+            cfg->td_mode = cr && !none ? PHX_TD_CUT : PHX_TD_NONE;
+    } else {
+        cfg->td_mode = none ? PHX_TD_NONE : PHX_TD_DETECTOR;
+    }
+}
+
 static int is_bool_word(const char *v)
 {
     static const char *const w[] = { "1", "0", "on", "off", "true", "false", "yes", "no" };
@@ -530,6 +557,7 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
         strcpy(cfg->td, cfg->ft ? "rellazy" : "4c");
     /* phx run prefixes each line of a node's output with "[R] ". */
     phx_log_show_rank(!getenv("PHX_LAUNCHER_PID"));
+    derive_modes(cfg);
     if (!strcmp(cfg->log, "error")) phx_log_set_level(PHX_LOG_ERROR);
     else if (!strcmp(cfg->log, "warn")) phx_log_set_level(PHX_LOG_WARN);
     else if (!strcmp(cfg->log, "info")) phx_log_set_level(PHX_LOG_INFO);
@@ -679,5 +707,5 @@ int phx_usage_error(const char *usage, const char *fmt, ...)
 
 int phx_config_respawns(const phx_config_t *cfg)
 {
-    return (!strcmp(cfg->recovery, "cr") || !strncmp(cfg->recovery, "mlog-", 5)) && !strcmp(cfg->restart_on, "respawn");
+    return (cfg->rec_family == PHX_REC_CR || cfg->rec_family == PHX_REC_MLOG) && cfg->restart_mode == PHX_RESTART_RESPAWN;
 }

@@ -16,10 +16,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct phx_peer_addr {
-    char host[256];
-    int port;
-} phx_peer_addr_t;
+#include "net/net_cfg.h"
+
+typedef phx_net_addr_t phx_peer_addr_t;   /* the transport's, so peers pass down as they are */
+
+/* recovery: none, cr, or a message-logging mode layered on cr (mlog-*);
+ * UNKNOWN is reported by phx_recovery_configure (core/recovery.h). */
+enum phx_rec_family { PHX_REC_NONE, PHX_REC_CR, PHX_REC_MLOG, PHX_REC_UNKNOWN };
+/* restart-on; UNKNOWN is reported by the recovery mode that reads it. */
+enum phx_restart_on { PHX_RESTART_SURVIVORS, PHX_RESTART_SPARE, PHX_RESTART_RESPAWN, PHX_RESTART_UNKNOWN };
+/* Which termination detection runs: the detector named by td (its
+ * registry, ft/termination/registry.c, reports a bad name), none (jobs end
+ * by phx_exit), or cr's own check on its consistent cuts (ft/ckpt/quiet.h).
+ * UNSUPPORTED: td names a detector the recovery mode cannot run beside it
+ * (reported by that mode). */
+enum phx_td_mode { PHX_TD_DETECTOR, PHX_TD_NONE, PHX_TD_CUT, PHX_TD_UNSUPPORTED };
 
 typedef struct phx_config {
     /* identity, from the launcher */
@@ -44,7 +55,7 @@ typedef struct phx_config {
     char eventlog[512];              /* JSON-lines event log path ("" = off) */
     char log[16];                    /* error|warn|info|debug */
     /* recovery (core/recovery.h) */
-    char recovery[24];               /* a name of the registry (core/recovery.c) */
+    char recovery[24];               /* a mode core/main.c lists (core/recovery.h) */
     int mlog_team_size;              /* recovery=mlog-team: nodes per team (>= 1) */
     int ckpt_interval;               /* seconds between automatic checkpoints (0: none) */
     char ckpt_dir[512];              /* disk checkpoints ("" = memory only) */
@@ -54,6 +65,12 @@ typedef struct phx_config {
     char restart[512];               /* restart from the disk checkpoint in this dir */
     int metrics_port;                /* /metrics on this + rank (0: off) */
     int keep_going;                  /* an uncovered failure: survivors finish first (0: end at once) */
+    /* Derived by phx_config_load from the names above, the one place mode
+     * names are compared; the runtime tests these (and a recovery mode's
+     * variant is its ops table, core/recovery.h). */
+    enum phx_rec_family rec_family;
+    enum phx_restart_on restart_mode;
+    enum phx_td_mode td_mode;        /* the detector that runs, after the recovery mode's say */
 } phx_config_t;
 
 /* Parses argv (removing --phx-* flags in place; *argc updated), the

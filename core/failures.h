@@ -1,7 +1,9 @@
 /* The dead list and what hangs on it: the failure callbacks a program
- * registers (phx_on_failure), failure acknowledgement (held in
- * core/agree.c), phx_node_notify_dead (core/node.h), and the exit code
- * that must not claim a complete result when work died with a node.
+ * registers (phx_on_failure) and phx_node_notify_dead (core/node.h), which
+ * tells the services through their table (core/service.h). The exit code
+ * that must not claim a complete result when work died with a node is
+ * core/ending.c's; failure acknowledgement (phx_failure_ack) is
+ * core/agree.c's, which holds the acknowledged set.
  *
  * Threads: n->dead and n->ndead are written on the comm thread and read by
  * any thread under n->dead_lock; callbacks are registered before phx_main. */
@@ -13,9 +15,6 @@ typedef struct phx_node phx_node_t;
 /* In phx_main before any thread starts: the dead list, and failures count
  * as covered if the program handles them itself. 0 or PHX_ENOMEM. */
 int phx_failures_init(phx_node_t *n);
-/* Comm thread, as the job ends: code, or PHX_EXIT_WORK_LOST in place of 0
- * when a node died and nothing covered its work (said in the log). */
-int phx_failures_exit_code(phx_node_t *n, int code);
 /* After the loop. */
 void phx_failures_free(phx_node_t *n);
 

@@ -1,5 +1,5 @@
 /* Failure detection glue: drives the pure ring-heartbeat detector (ft/hb,
- * seed 002_*) from the node's libuv loop and transport.
+ * ft/hb/hb.h) from the node's libuv loop and transport.
  *
  * Everything here runs on the communication thread (the loop's thread):
  * the timer, the frame and peer-down hooks and every call into the

@@ -1,5 +1,5 @@
-/* Message-logging recovery modes (issue 11): mlog-causal and
- * mlog-pessimistic, layered on recovery=cr (core/ckpt.c), whose
+/* Message-logging recovery modes: mlog-causal, mlog-pessimistic,
+ * mlog-fast and mlog-team, layered on recovery=cr (core/ckpt.c, core/cr.h), whose
  * coordinated checkpoints bound the logs and whose recovery round
  * (agreement, relocation, buddy copies) restores the dead node's tasks.
  * The protocol is ft/mlog's state machine; this file feeds it.
@@ -50,6 +50,7 @@
 #include "core/eventlog.h"
 #include "core/metrics.h"
 #include "core/node.h"
+#include "core/cr.h"
 #include "core/recovery.h"
 #include "ft/mlog/msg.h"
 #include "ft/mlog/multi.h"
@@ -164,17 +165,17 @@ static const phx_recovery_ops_t *CR = &phx_recovery_cr;
 
 static int is_pess(const phx_node_t *n)
 {
-    return !strcmp(n->cfg.recovery, "mlog-pessimistic");
+    return n->rec == &phx_recovery_mlog_pessimistic;
 }
 
 static int is_fast(const phx_node_t *n)
 {
-    return !strcmp(n->cfg.recovery, "mlog-fast");
+    return n->rec == &phx_recovery_mlog_fast;
 }
 
 static int is_team(const phx_node_t *n)
 {
-    return !strcmp(n->cfg.recovery, "mlog-team");
+    return n->rec == &phx_recovery_mlog_team;
 }
 
 extern phx_type_t phx_types[PHX_MAX_TYPES];
@@ -1108,19 +1109,6 @@ static int ml_init(phx_node_t *n, void **out)
         g->hold_timer.data = g;
         g->hold_timer_on = 1;
     }
-    if (!g->fast) {   /* mlog-fast makes no determinants and holds nothing */
-        n->hook = hook;
-        n->hook_ctx = g;
-        n->admit = ml_admit;
-        n->admit_next = ml_admit_next;
-        n->admit_ctx = g;
-        n->spawn_hook = spawn_hook;
-        n->spawn_ctx = g;
-    }
-    if (g->pess) {
-        n->send_hook = send_gate;
-        n->send_ctx = g;
-    }
     return 0;
 }
 
@@ -1444,23 +1432,6 @@ static void ml_stop(void *st)
 static void ml_destroy(void *st)
 {
     mlog_t *g = st;
-    if (g->n->hook_ctx == g) {
-        g->n->hook = NULL;
-        g->n->hook_ctx = NULL;
-    }
-    if (g->n->admit_ctx == g) {
-        g->n->admit = NULL;
-        g->n->admit_next = NULL;
-        g->n->admit_ctx = NULL;
-    }
-    if (g->n->spawn_ctx == g) {
-        g->n->spawn_hook = NULL;
-        g->n->spawn_ctx = NULL;
-    }
-    if (g->n->send_ctx == g) {
-        g->n->send_hook = NULL;
-        g->n->send_ctx = NULL;
-    }
     free(g->snap);
     free_replays(g);
     pthread_rwlock_destroy(&g->rep_lock);
@@ -1480,21 +1451,31 @@ static void ml_destroy(void *st)
     free(g);
 }
 
-#define OPS(nm, hlp)                                                                                         \
+/* The worker hooks record and replay determinants; mlog-fast makes none
+ * and holds nothing back, so it has none. */
+#define WORKER_HOOKS .delivered = hook, .admit = ml_admit, .admit_next = ml_admit_next, .spawn = spawn_hook
+#define NO_WORKER_HOOKS .delivered = NULL
+/* Pessimistic: a message leaves the node only once the determinants made
+ * so far are stored on another node. */
+#define PESS_WORKER_HOOKS WORKER_HOOKS, .send = send_gate
+#define OPS(nm, hlp, hooks)                                                                                  \
     {                                                                                                          \
         .name = nm, .help = hlp, .configure = ml_configure, .init = ml_init, .on_start = ml_on_start,          \
         .on_send = ml_on_send, .on_deliver = ml_on_deliver, .on_ctrl = ml_on_ctrl,                             \
         .on_failure = ml_on_failure, .on_checkpoint = ml_on_checkpoint, .on_restore = ml_on_restore,           \
         .worker_pause = ml_worker_pause, .on_peer_up = ml_on_peer_up,                                          \
-        .stop = ml_stop, .destroy = ml_destroy,                                                                \
+        .stop = ml_stop, .destroy = ml_destroy, hooks,                                                         \
     }
 
 const phx_recovery_ops_t phx_recovery_mlog_causal =
-    OPS("mlog-causal", "causal message logging (SCML) over cr's checkpoints: the first failure restores only the dead node's tasks");
+    OPS("mlog-causal", "causal message logging (SCML) over cr's checkpoints: the first failure restores only the dead node's tasks", WORKER_HOOKS);
 const phx_recovery_ops_t phx_recovery_mlog_fast =
-    OPS("mlog-fast", "message logging without determinants for receive-deterministic task types (PHX_TYPE_RECV_DET): the first failure restores only the dead node's tasks");
+    OPS("mlog-fast", "message logging without determinants for receive-deterministic task types (PHX_TYPE_RECV_DET): the first failure restores only the dead node's tasks",
+        NO_WORKER_HOOKS);
 const phx_recovery_ops_t phx_recovery_mlog_team =
     OPS("mlog-team", "team-based causal message logging (teams of mlog-team-size consecutive ranks): only messages "
-                     "between teams are logged; the first failure rolls back exactly the dead node's team");
+                     "between teams are logged; the first failure rolls back exactly the dead node's team",
+        WORKER_HOOKS);
 const phx_recovery_ops_t phx_recovery_mlog_pessimistic =
-    OPS("mlog-pessimistic", "pessimistic message logging over cr's checkpoints: the first failure restores only the dead node's tasks");
+    OPS("mlog-pessimistic", "pessimistic message logging over cr's checkpoints: the first failure restores only the dead node's tasks",
+        PESS_WORKER_HOOKS);

@@ -68,7 +68,6 @@ typedef struct phx_msg {
  * is ending (phx_pool_destroy frees cached and remotely-returned buffers). */
 phx_pool_t *phx_pool_create(void);
 void phx_pool_destroy(phx_pool_t *p);
-void phx_pool_set_current(phx_pool_t *p);
 
 /* Any thread. Returns a message with cap >= len and hdr.len = len, or NULL. */
 phx_msg_t *phx_msg_alloc(size_t len);

@@ -61,32 +61,6 @@ struct phx_ctx {
     int done;                   /* phx_task_done was called */
 };
 
-/* Delivery hook: runs on the worker, for every message delivered to a task,
- * right after its RSN is assigned and before its handler runs. Message
- * logging records determinants (src, ssn, dst, rsn) here. */
-typedef void (*phx_deliver_hook_fn)(void *ctx, int worker, phx_tid_t dst, phx_tid_t src,
-                                    uint64_t ssn, uint64_t rsn, uint32_t inc);
-
-/* Admission hook: runs on the worker before a message that is next in its
- * sender's SSN stream is delivered to t; nonzero holds it back (message
- * logging replays a restored task in its recorded order). Held messages
- * are offered again after each delivery to t and on a PHX_MK_KICK. */
-typedef int (*phx_admit_hook_fn)(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, uint64_t ssn);
-/* Beside it, optional: 1 and <*src, *ssn> when that is the one message t
- * may take next (a replay follows its determinants), so the worker looks
- * it up instead of offering each held one; 0 when it cannot say. */
-typedef int (*phx_admit_next_fn)(void *ctx, int worker, const phx_task_t *t, phx_tid_t *src, uint64_t *ssn);
-
-/* Spawn hook: runs on the worker when task parent spawns; id is the fresh
- * id drawn for the child and the return value the id it gets (message
- * logging records the id and gives a replayed spawn the recorded one). */
-typedef phx_tid_t (*phx_spawn_hook_fn)(void *ctx, int worker, phx_task_t *parent, phx_tid_t id);
-
-/* Send hook: runs on the worker before a message a handler made (send or
- * spawn) is queued for another node; may block (mlog-pessimistic: until
- * the determinants made so far are stored on another node). */
-typedef void (*phx_send_hook_fn)(void *ctx, int worker);
-
 struct phx_worker {
     phx_node_t *node;
     int id;
@@ -162,22 +136,16 @@ struct phx_node {
     /* written by the comm thread only, read by anyone (relaxed) */
     _Atomic uint64_t td_ctrl_sent, msgs_recv, bytes_recv;
 
+    /* The services in notice and stop order (core/service.h); set by
+     * phx_main before anything can fail. */
+    const struct phx_service *svc;
+    int nsvc;
     /* Failure detection (core/ft.c) and agreement (core/agree.c): comm thread. */
     struct phx_ft *ft;
     struct phx_agree *agree;
     /* Dead nodes in notice order; read by any thread under dead_lock. */
     pthread_mutex_t dead_lock;
     int *dead, ndead;
-
-    phx_deliver_hook_fn hook;
-    void *hook_ctx;
-    phx_admit_hook_fn admit;    /* NULL: every in-order message is delivered */
-    phx_admit_next_fn admit_next;
-    void *admit_ctx;
-    phx_spawn_hook_fn spawn_hook;   /* NULL: a spawn keeps its fresh id */
-    void *spawn_ctx;
-    phx_send_hook_fn send_hook;     /* NULL: messages leave at once */
-    void *send_ctx;
 
     /* Recovery mode (core/recovery.h): its hooks and state (comm thread). */
     const struct phx_recovery_ops *rec;
@@ -225,8 +193,8 @@ void phx_node_batch_flush(phx_node_t *n);
 /* Worker thread: hands m to the comm thread. */
 void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m);
 /* Comm thread: rank (incarnation inc) is dead for good. Closes its
- * connection, then tells the termination detector, the agreement engine and
- * the registered failure callbacks. Called by the failure detector. */
+ * connection, then tells the services (core/service.h) and the registered
+ * failure callbacks. Called by the failure detector (core/failures.c). */
 void phx_node_notify_dead(phx_node_t *n, int rank, uint32_t inc, uint64_t when_ns);
 /* Any thread, after enqueueing into w's inbox: unparks w if it sleeps. */
 void phx_worker_wake(phx_worker_t *w);
@@ -234,11 +202,20 @@ void phx_worker_wake(phx_worker_t *w);
 void phx_task_free(phx_task_t *t);
 /* Worker entry point. */
 void *phx_worker_main(void *arg);
-/* Comm thread: begin the end of the job with code; propagate tells peers. */
+/* Comm thread: begin the end of the job with code (PHX_EXIT_WORK_LOST in
+ * place of 0 when a node died and nothing covered its work); propagate
+ * tells peers. Stops the services through their table (core/ending.c). */
 void phx_node_exit(phx_node_t *n, int code, int propagate);
 
 /* Comm thread: hands every queued outgoing message to the transport. */
 void phx_node_drain_outbox(phx_node_t *n);
+
+/* A task id: home rank, creator (the creating node's, see creator above)
+ * and sequence number. */
+static inline phx_tid_t phx_tid_make(int home, int creator, uint32_t seq)
+{
+    return ((uint64_t)(home + 1) << 48) | ((uint64_t)creator << 32) | seq;
+}
 
 /* Relocation granularity: a home rank's tasks fall into this many slices
  * by id hash; each slice moves on its own. */
@@ -253,6 +230,14 @@ static inline int phx_node_host_of(const phx_node_t *n, phx_tid_t tid)
 {
     int home = phx_tid_home(tid);
     return n->loc && home >= 0 && home < n->loc_n ? n->loc[home * PHX_LOC_SLICES + phx_loc_slice(tid)] : home;
+}
+
+/* Worker threads: the recovery mode's ops for its worker hooks (delivered,
+ * admit, admit_next, spawn: core/recovery.h), or NULL before its state
+ * exists and without a mode. The state is made before any task runs. */
+static inline const struct phx_recovery_ops *phx_node_rec_hooks(const phx_node_t *n)
+{
+    return n->rec_st ? n->rec : NULL;
 }
 
 /* Single-writer counter bump: no locked instruction on the hot path. */

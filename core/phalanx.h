@@ -115,7 +115,7 @@ phx_tid_t phx_spawn_on(phx_ctx_t *ctx, int type, int node, const void *arg, size
  * negative PHX_E* code (PHX_EINVAL for a bad tag or dead destination node). */
 int phx_send(phx_ctx_t *ctx, phx_tid_t dst, int tag, const void *buf, size_t len);
 
-/* ---- tagged receive (recovery=mlog-fast; seed 004_* Ch. 3) -------------
+/* ---- tagged receive (recovery=mlog-fast; ft/mlog/dupf.h) -----------------
  * A tagged message carries (type, tag): type is the handler index as in
  * phx_send, tag an application number (a stencil's iteration). The
  * receiving handler passes it to its task's tag box, which drops
@@ -210,7 +210,7 @@ void phx_get_stats(phx_ctx_t *ctx, phx_stats_t *out);
  * (phx_progress_done, phx_progress_target); tools/timeline plots it. */
 void phx_progress(phx_ctx_t *ctx, uint64_t done, uint64_t total);
 
-/* ---- agreement and groups (ERA, seed 002_*; issue 4) ----------------------
+/* ---- agreement and groups (ERA, ft/era/era.h) ----------------------------
  * ULFM-style collectives over groups of nodes. A group is a sorted set of
  * ranks; the world group holds every rank of the job. Handles are owned by
  * the runtime and stay valid until phx_main returns.

@@ -62,8 +62,6 @@ phx_pool_t *phx_pool_create(void)
     return p;
 }
 
-void phx_pool_set_current(phx_pool_t *p) { cur_pool = p; }
-
 static void free_chain(phx_msg_t *m)
 {
     while (m) {

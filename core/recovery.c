@@ -1,4 +1,4 @@
-/* Recovery-mode registry and the hook wrappers core/node.c calls. */
+/* Recovery modes: finding one by name, and the hook wrappers the node calls. */
 #include "core/recovery.h"
 
 #include <stdio.h>
@@ -15,35 +15,27 @@ static void call_checkpoint(phx_node_t *n, phx_msg_t *m);
 
 static const phx_recovery_ops_t rec_none = { .name = "none", .help = "a lost node's work is lost" };
 
-/* New modes (message logging) add a line here. */
-static const phx_recovery_ops_t *const registry[] = { &rec_none, &phx_recovery_cr, &phx_recovery_mlog_causal,
-                                                      &phx_recovery_mlog_pessimistic, &phx_recovery_mlog_fast,
-                                                      &phx_recovery_mlog_team };
-#define NREG (sizeof registry / sizeof registry[0])
-
-const phx_recovery_ops_t *phx_recovery_find(const char *name)
+/* The mode named name among none and modes[0..nmodes); NULL if unknown. */
+static const phx_recovery_ops_t *find(const char *name, const phx_recovery_ops_t *const *modes, size_t nmodes)
 {
     const char *want = name && name[0] ? name : "none";
-    for (size_t i = 0; i < NREG; i++)
-        if (!strcmp(registry[i]->name, want))
-            return registry[i];
+    if (!strcmp(want, rec_none.name))
+        return &rec_none;
+    for (size_t i = 0; i < nmodes; i++)
+        if (!strcmp(modes[i]->name, want))
+            return modes[i];
     return NULL;
 }
 
-const char *phx_recovery_names(void)
+int phx_recovery_configure(phx_node_t *n, const phx_recovery_ops_t *const *modes, size_t nmodes)
 {
-    static char buf[128];
-    if (!buf[0])
-        for (size_t i = 0; i < NREG; i++)
-            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", i ? "|" : "", registry[i]->name);
-    return buf;
-}
-
-int phx_recovery_configure(phx_node_t *n)
-{
-    const phx_recovery_ops_t *o = phx_recovery_find(n->cfg.recovery);
+    const phx_recovery_ops_t *o = find(n->cfg.recovery, modes, nmodes);
     if (!o) {
-        fprintf(stderr, "phalanx: unknown recovery mode '%s' (%s)\n", n->cfg.recovery, phx_recovery_names());
+        char names[256];
+        size_t off = (size_t)snprintf(names, sizeof names, "%s", rec_none.name);
+        for (size_t i = 0; i < nmodes && off < sizeof names; i++)
+            off += (size_t)snprintf(names + off, sizeof names - off, "|%s", modes[i]->name);
+        fprintf(stderr, "phalanx: unknown recovery mode '%s' (%s)\n", n->cfg.recovery, names);
         return PHX_EINVAL;
     }
     n->rec = o;
@@ -174,13 +166,6 @@ int phx_recovery_incarnation(int rank, uint32_t *inc)
 int phx_recovery_rejoining(const phx_node_t *n)
 {
     return n->inc > 0 && n->cfg.ft && phx_config_respawns(&n->cfg);
-}
-
-void phx_recovery_worker_pause(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt)
-{
-    phx_node_t *n = w->node;
-    if (live(n) && n->rec->worker_pause)
-        n->rec->worker_pause(n->rec_st, w, lh, lt);
 }
 
 void phx_recovery_stop(phx_node_t *n)

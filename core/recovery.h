@@ -1,10 +1,14 @@
-/* Recovery modes (configuration key `recovery`): a registry of hook tables.
+/* Recovery modes (configuration key `recovery`): tables of hooks.
  *
- * core/node.c calls the phx_recovery_* wrappers below at fixed points and
- * never tests the mode: a mode plugs in by adding its ops to the registry
- * (core/recovery.c). `none` has no ops (a lost node's work is lost); `cr`
- * is coordinated checkpoint/restart (core/ckpt.c, decisions in ft/ckpt/).
- * mlog-causal and mlog-pessimistic (core/mlog.c) are layered on cr.
+ * The node calls the phx_recovery_* wrappers below at fixed points and
+ * never tests the mode: a mode plugs in by adding its ops to the list of
+ * modes core/main.c hands phx_recovery_configure. `none` has no ops (a
+ * lost node's work is lost); `cr` is coordinated checkpoint/restart
+ * (core/ckpt.c, decisions in ft/ckpt/). The message-logging modes
+ * mlog-causal, mlog-pessimistic, mlog-fast and mlog-team (core/mlog.c) are
+ * layered on cr through core/cr.h. A mode's variant is its ops table:
+ * nothing tests a mode's name after phx_recovery_configure found the table
+ * by it.
  *
  * Threads: every hook runs on the comm thread unless stated otherwise. */
 #ifndef PHX_CORE_RECOVERY_H
@@ -19,15 +23,15 @@
 
 typedef struct phx_node phx_node_t;
 typedef struct phx_worker phx_worker_t;
+typedef struct phx_task phx_task_t;
 
 /* A node and the buddy holding its only other copy died together and no
  * disk checkpoint covers them: the job ends with this code, naming both. */
 #define PHX_EXIT_CKPT_LOST 78
 
-/* PHX_FT_CTRL tags 24..39 belong to the recovery modes. */
+/* PHX_FT_CTRL tags 24..47 belong to the recovery modes: cr uses 24..39
+ * (core/cr.h), message logging (core/mlog.c) 40..47. */
 enum { PHX_CTRL_REC_FIRST = 24, PHX_CTRL_REC_LAST = 47 };
-/* cr uses 24..39; message logging (core/mlog.c) 40..47. */
-enum { PHX_CTRL_CR_LAST = 39 };
 
 typedef struct phx_recovery_ops {
     const char *name;
@@ -58,7 +62,9 @@ typedef struct phx_recovery_ops {
     /* A task was rebuilt from a checkpoint (its worker is paused). */
     void (*on_restore)(void *st, phx_tid_t tid);
     /* Worker thread, at a handler boundary while n->rec_pause is set:
-     * blocks until released. lh/lt is the worker's unhandled batch. */
+     * blocks until released. lh/lt is the worker's unhandled batch.
+     * Called through phx_node_rec_hooks (core/node.h), like the worker
+     * hooks below. */
     void (*worker_pause)(void *st, phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt);
     /* The transport (re)accepted peer with incarnation inc: a rank that
      * rejoins after being declared dead comes through here. Optional. */
@@ -66,15 +72,42 @@ typedef struct phx_recovery_ops {
     /* The job is ending: close handles. Then destroy after the loop. */
     void (*stop)(void *st);
     void (*destroy)(void *st);
+
+    /* Worker hooks, each optional, run on the worker that owns the task
+     * (phx_node_rec_hooks, core/node.h, finds them):
+     * delivered: for every message delivered to a task, right after its
+     * RSN is assigned and before its handler runs (message logging records
+     * determinants (src, ssn, dst, rsn) here). */
+    void (*delivered)(void *st, int worker, phx_tid_t dst, phx_tid_t src, uint64_t ssn, uint64_t rsn,
+                      uint32_t inc);
+    /* admit: before a message that is next in its sender's SSN stream is
+     * delivered to t; nonzero holds it back (message logging replays a
+     * restored task in its recorded order). Held messages are offered
+     * again after each delivery to t and on a PHX_MK_KICK. Without it,
+     * every in-order message is delivered. */
+    int (*admit)(void *st, int worker, const phx_task_t *t, phx_tid_t src, uint64_t ssn);
+    /* admit_next, beside admit: 1 and <*src, *ssn> when that is the one
+     * message t may take next (a replay follows its determinants), so the
+     * worker looks it up instead of offering each held one; 0 when it
+     * cannot say. */
+    int (*admit_next)(void *st, int worker, const phx_task_t *t, phx_tid_t *src, uint64_t *ssn);
+    /* spawn: task parent spawns; id is the fresh id drawn for the child and
+     * the return value the id it gets (message logging records the id and
+     * gives a replayed spawn the recorded one). Without it a spawn keeps
+     * its fresh id. */
+    phx_tid_t (*spawn)(void *st, int worker, phx_task_t *parent, phx_tid_t id);
+    /* send: before a message a handler made (send or spawn) is queued for
+     * another node; may block (mlog-pessimistic: until the determinants
+     * made so far are stored on another node). */
+    void (*send)(void *st, int worker);
 } phx_recovery_ops_t;
 
-/* Registered modes, by name; NULL if unknown. "none" has no hooks. */
-const phx_recovery_ops_t *phx_recovery_find(const char *name);
-/* "none|cr|..." for help and error messages. */
-const char *phx_recovery_names(void);
-
 /* ---- wrappers the node calls (no-ops without a mode) --------------------- */
-int phx_recovery_configure(phx_node_t *n);
+/* phx_main, before any thread starts: the mode named by n->cfg.recovery
+ * among modes[0..nmodes) (the list core/main.c keeps; "none" or empty: no
+ * mode, a lost node's work is lost) becomes n->rec and checks the
+ * configuration. 0, or a negative code after printing why. */
+int phx_recovery_configure(phx_node_t *n, const phx_recovery_ops_t *const *modes, size_t nmodes);
 int phx_recovery_init(phx_node_t *n);
 void phx_recovery_start(phx_node_t *n);
 void phx_recovery_on_send(phx_node_t *n, const phx_msg_t *m);
@@ -97,54 +130,13 @@ int phx_recovery_incarnation(int rank, uint32_t *inc);
  * recovery control frames to the mode's rx_claim / rx_claimed. */
 uint8_t *phx_recovery_net_claim(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void **tok);
 void phx_recovery_net_claimed(void *ctx, int peer, const phx_frame_hdr_t *h, const uint8_t *head, void *tok, int ok);
-void phx_recovery_worker_pause(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt);
 void phx_recovery_stop(phx_node_t *n);
 void phx_recovery_free(phx_node_t *n);
 
-/* The cr mode's ops (core/ckpt.c). */
+/* The modes core/main.c lists: cr (core/ckpt.c; its
+ * interface to the modes built on it is core/cr.h) and message logging
+ * (core/mlog.c; protocol in ft/mlog/). */
 extern const phx_recovery_ops_t phx_recovery_cr;
-/* A mode built on cr's state (st from phx_recovery_cr.init) hears of each
- * commit of an epoch and each rollback to one, on the comm thread while
- * every worker is paused. With partial set, the first failure of a
- * checkpoint period (or the losses phx_cr_partial_when allows) restores
- * only the dead nodes' tasks (from its buddy's copy, spread over
- * the survivors as usual) and the survivors keep their state; the mode
- * hears PHX_CR_PARTIAL at the end of that round, workers still paused,
- * and must bring the restored tasks up to date (message logging). */
-/* PHX_CR_PARTIAL_BEGIN: a partial round restores here, before the first
- * task it restores (on_restore); every node of the round hears it. */
-/* PHX_CR_JOINED: at a commit (after its PHX_CR_COMMIT) ranks were taken
- * back in, hosting nothing yet (restart-on=respawn after a partial round);
- * a newcomer hears it once it is a member. phx_cr_dead says who is dead. */
-enum { PHX_CR_COMMIT = 1, PHX_CR_ROLLBACK = 2, PHX_CR_PARTIAL = 3, PHX_CR_PARTIAL_BEGIN = 4, PHX_CR_JOINED = 5 };
-typedef void (*phx_cr_listen_fn)(void *arg, int what, uint64_t epoch);
-void phx_cr_listen(void *st, phx_cr_listen_fn fn, void *arg, int partial);
-/* Whether cr counts rank r dead now (comm thread). */
-int phx_cr_dead(void *st, int r);
-/* mlog-team: in a partial round, fn(arg, r) (comm thread; arg is the
- * listener's) says whether live rank r reloads its own copy too; the round
- * is partial only while some live rank does not. */
-typedef int (*phx_cr_rolls_fn)(void *arg, int rank);
-void phx_cr_partial_rolls(void *st, phx_cr_rolls_fn fn);
-/* Which losses a partial round recovers: fn(arg, dead, since, replayed)
- * on the round's coordinator (comm thread; arg is the listener's) with
- * every dead rank, those dead since the round's epoch (they host slices in
- * its table) and what the live ranks restored since that epoch: nothing
- * (NONE), one partial round each, ended everywhere (ENDED: a sequential
- * loss; the partial round then moves only what the newly dead host now),
- * or anything else (OTHER: a round under way somewhere, a global one);
- * 1: partial. It must depend on nothing else, so that every
- * coordinator decides alike. Without fn: one loss, nothing replayed. */
-enum { PHX_CR_REPLAYED_NONE = 0, PHX_CR_REPLAYED_ENDED = 1, PHX_CR_REPLAYED_OTHER = 2 };
-typedef int (*phx_cr_partial_fn)(void *arg, const uint8_t *dead, const uint8_t *since, int replayed);
-void phx_cr_partial_when(void *st, phx_cr_partial_fn fn);
-/* The decided round's since set (n bytes; comm thread); returns its size. */
-int phx_cr_lost_since(void *st, uint8_t *since);
-/* hold = 1: the coordinator starts no checkpoint (one asked for meanwhile
- * is logged as ckpt_held and begins at hold = 0); comm thread. Message
- * logging holds them while a partial recovery's replay is under way. */
-void phx_cr_hold(void *st, int hold);
-/* Message logging (core/mlog.c; protocol in ft/mlog/). */
 extern const phx_recovery_ops_t phx_recovery_mlog_causal, phx_recovery_mlog_pessimistic, phx_recovery_mlog_fast,
     phx_recovery_mlog_team;
 

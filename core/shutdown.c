@@ -1,69 +1,18 @@
-/* The end of a node (comm thread): see core/shutdown.h. */
+/* The teardown after the loop (comm thread): see core/shutdown.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/node.h"
 #include "core/agree.h"
-#include "core/ctl_msg.h"
 #include "core/eventlog.h"
 #include "core/failures.h"
 #include "core/ft.h"
-#include "core/lifeline.h"
 #include "core/metrics.h"
 #include "core/outbox.h"
 #include "core/recovery.h"
 #include "core/shutdown.h"
 #include "core/term.h"
-
-static void closed_one(uv_handle_t *h) { (void)h; }
-
-static void net_done(void *ctx)
-{
-    phx_node_t *n = ctx;
-    n->net_stopped = 1;
-}
-
-void phx_node_exit(phx_node_t *n, int code, int propagate)
-{
-    if (atomic_exchange(&n->stopping, 1))
-        return;
-    code = phx_failures_exit_code(n, code);
-    n->exit_code = code;
-    phx_evlog("exit", "\"code\":%d", code);
-    if (propagate && n->net) {
-        for (int r = 0; r < n->size; r++) {
-            if (r == n->rank || !phx_net_peer_up(n->net, r))
-                continue;
-            uint8_t b[PHX_CTL_EXIT_LEN];
-            phx_ctl_exit_enc(b, code);
-            phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_CTRL, PHX_CTRL_EXIT, (uint64_t)n->rank, (uint64_t)r, sizeof b);
-            phx_net_send(n->net, r, &h, NULL, 0, b, sizeof b, 0);
-        }
-    }
-    for (int i = 0; i < n->nworkers; i++) {
-        phx_msg_t *m = phx_msg_alloc(0);
-        if (!m)
-            abort();   /* cannot stop workers cleanly without it */
-        m->kind = PHX_MK_STOP;
-        m->hdr.dst = 0;
-        phx_worker_t *w = &n->workers[i];
-        PHX_HANDOFF_RELEASE(m);
-        cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
-        phx_worker_wake(w);
-    }
-    pthread_mutex_lock(&n->bp_lock);
-    pthread_cond_broadcast(&n->bp_cond);   /* blocked senders see stopping */
-    pthread_mutex_unlock(&n->bp_lock);
-    phx_ft_stop(n);
-    phx_agree_stop(n);
-    phx_recovery_stop(n);
-    phx_metrics_stop(n);
-    if (n->net)
-        phx_net_stop(n->net, net_done, n);
-    uv_close((uv_handle_t *)&n->async, closed_one);
-    phx_lifeline_close(n);
-}
 
 static void free_worker_state(phx_worker_t *w)
 {

@@ -1,6 +1,6 @@
-/* The end of a node: phx_node_exit (core/node.h) starts it on the comm
- * thread; phx_shutdown_free, on the same thread once the loop has returned,
- * joins the workers and frees everything phx_main built. */
+/* The end of a node: phx_node_exit (core/node.h, core/ending.c) starts it
+ * on the comm thread; phx_shutdown_free, on the same thread once the loop
+ * has returned, joins the workers and frees everything phx_main built. */
 #ifndef PHX_CORE_SHUTDOWN_H
 #define PHX_CORE_SHUTDOWN_H
 

@@ -5,7 +5,7 @@
 
 #include "core/node.h"
 #include "core/eventlog.h"
-#include "core/outbox.h"
+#include "core/send.h"
 #include "core/term.h"
 #include "base/phx_err.h"
 #include "base/phx_log.h"
@@ -92,15 +92,15 @@ static void td_release(void *ctx, uint64_t token, const uint8_t *pb)
     }
     phx_msg_t *m = (phx_msg_t *)(uintptr_t)*v;
     phx_map_del(&n->td_held, token);
-    phx_outbox_send(n, m, pb);
+    phx_send_msg(n, m, pb, phx_term_pb_size(n));
 }
 
 int phx_term_create(phx_node_t *n)
 {
     phx_map_init(&n->td_held);
     n->td_self_tail = &n->td_self;
-    /* cut: recovery=cr decides on its own checkpoints (ft/ckpt/quiet.h). */
-    if (strcmp(n->cfg.td, "none") == 0 || (strcmp(n->cfg.td, "cut") == 0 && strcmp(n->cfg.recovery, "none")))
+    /* none, or cut: recovery=cr decides on its own checkpoints (ft/ckpt/quiet.h). */
+    if (n->cfg.td_mode != PHX_TD_DETECTOR)
         return 0;
     n->td = phx_td_find(n->cfg.td);
     if (!n->td) {

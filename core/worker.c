@@ -20,84 +20,6 @@ static void futex_wait(_Atomic uint32_t *w, uint32_t v)
     syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
 }
 
-static void futex_wake(_Atomic uint32_t *w)
-{
-    syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-void phx_worker_wake(phx_worker_t *w)
-{
-    /* Dekker pairing with the worker's sleeping=1 then re-check: one of us
-     * sees the other's write. */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&w->sleeping, memory_order_relaxed) &&
-        atomic_exchange(&w->sleeping, 0))
-        futex_wake(&w->sleeping);
-}
-
-void phx_node_enqueue_local(phx_node_t *n, phx_msg_t *m)
-{
-    phx_worker_t *w = &n->workers[phx_worker_of(n, m->hdr.dst)];
-    atomic_fetch_add_explicit(&n->work, 1, memory_order_relaxed);
-    PHX_HANDOFF_RELEASE(m);
-    cds_wfcq_enqueue(&w->ih, &w->it, &m->qn);
-    phx_worker_wake(w);
-}
-
-int phx_node_kick(phx_node_t *n, phx_tid_t id)
-{
-    phx_msg_t *m = phx_msg_alloc(0);
-    if (!m)
-        return PHX_ENOMEM;
-    m->kind = PHX_MK_KICK;
-    m->peer = -1;
-    m->hdr.dst = id;
-    phx_node_enqueue_local(n, m);
-    return 0;
-}
-
-void phx_node_batch_add(phx_node_t *n, phx_msg_t *m)
-{
-    int i = phx_worker_of(n, m->hdr.dst);
-    if (!n->batch_n[i]++)
-        n->batch_touched[n->batch_ntouched++] = i;
-    n->batch_pending++;
-    n->batch_bytes += m->hdr.len;
-    PHX_HANDOFF_RELEASE(m);
-    cds_wfcq_enqueue(&n->batch_h[i], &n->batch_t[i], &m->qn);
-}
-
-void phx_node_batch_flush(phx_node_t *n)
-{
-    for (int k = 0; k < n->batch_ntouched; k++) {
-        int i = n->batch_touched[k];
-        phx_worker_t *w = &n->workers[i];
-        atomic_fetch_add_explicit(&n->work, n->batch_n[i], memory_order_relaxed);
-        __cds_wfcq_splice_blocking(&w->ih, &w->it, &n->batch_h[i], &n->batch_t[i]);
-        n->batch_n[i] = 0;
-        phx_worker_wake(w);
-    }
-    n->batch_ntouched = 0;
-    n->batch_pending = 0;
-    if (n->batch_bytes) {
-        int64_t q = atomic_fetch_add(&n->inbound, n->batch_bytes) + n->batch_bytes;
-        n->batch_bytes = 0;
-        if (q > n->cfg.recv_buffer && !atomic_load(&n->reads_paused)) {
-            atomic_store(&n->reads_paused, 1);
-            phx_net_pause_reads(n->net, 1);
-        }
-    }
-}
-
-void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m)
-{
-    atomic_fetch_add_explicit(&n->work, 1, memory_order_relaxed);
-    PHX_HANDOFF_RELEASE(m);
-    cds_wfcq_enqueue(&n->oh, &n->ot, &m->qn);
-    if (!n->cfg.busy_poll)
-        uv_async_send(&n->async);
-}
-
 /* A unit of work finished; the last one wakes the comm thread to look at
  * idleness (termination detection). */
 static void work_done(phx_node_t *n, int64_t k)
@@ -143,8 +65,9 @@ static int run(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
     phx_node_t *n = w->node;
     uint64_t rsn = ++t->rsn;
     PHX_CNT_ADD(w->n_deliveries, 1);
-    if (n->hook) {
-        n->hook(n->hook_ctx, w->id, t->id, m->hdr.src, m->hdr.ssn, rsn, m->hdr.inc);
+    const phx_recovery_ops_t *rh = phx_node_rec_hooks(n);
+    if (rh && rh->delivered) {
+        rh->delivered(n->rec_st, w->id, t->id, m->hdr.src, m->hdr.ssn, rsn, m->hdr.inc);
         PHX_CNT_ADD(w->n_hook, 1);
     }
     phx_handler_fn h = m->hdr.tag < PHX_MAX_TAGS ? phx_types[t->type].handlers[m->hdr.tag] : NULL;
@@ -164,10 +87,18 @@ static int run(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
     return 0;
 }
 
+/* The recovery mode holds messages back (it has an admission hook). */
+static int admits(const phx_node_t *n)
+{
+    const phx_recovery_ops_t *rh = phx_node_rec_hooks(n);
+    return rh && rh->admit;
+}
+
 static int admitted(phx_worker_t *w, const phx_task_t *t, const phx_msg_t *m)
 {
     phx_node_t *n = w->node;
-    return !n->admit || !n->admit(n->admit_ctx, w->id, t, m->hdr.src, m->hdr.ssn);
+    const phx_recovery_ops_t *rh = phx_node_rec_hooks(n);
+    return !rh || !rh->admit || !rh->admit(n->rec_st, w->id, t, m->hdr.src, m->hdr.ssn);
 }
 
 /* Drops t's held copy of <src, ssn>, which is being delivered: under
@@ -230,7 +161,8 @@ static void retry_held(phx_worker_t *w, phx_tid_t id)
         phx_task_t *t = (phx_task_t *)(uintptr_t)*v;
         phx_tid_t src;
         uint64_t ssn;
-        if (n->admit_next && n->admit_next(n->admit_ctx, w->id, t, &src, &ssn)) {
+        const phx_recovery_ops_t *rh = phx_node_rec_hooks(n);
+        if (rh && rh->admit_next && rh->admit_next(n->rec_st, w->id, t, &src, &ssn)) {
             /* src's next message, if that is <src, ssn> (admit decides). */
             phx_msg_t *x = take_next(w, t, src);
             progressed = x && !run_held(w, t, x);
@@ -286,7 +218,7 @@ static void deliver(phx_worker_t *w, phx_task_t *t, phx_msg_t *m)
     phx_msg_free(m);
     if (gone)
         return;
-    if (w->node->admit) {
+    if (admits(w->node)) {
         retry_held(w, id);
         return;
     }
@@ -328,7 +260,7 @@ static void kick(phx_worker_t *w, phx_tid_t id)
 static void spawn(phx_worker_t *w, phx_msg_t *m)
 {
     phx_tid_t id = m->hdr.dst;
-    if (w->node->admit && m->type_id < phx_ntypes && (phx_map_get(&w->tasks, id) || phx_map_get(&w->gone, id))) {
+    if (admits(w->node) && m->type_id < phx_ntypes && (phx_map_get(&w->tasks, id) || phx_map_get(&w->gone, id))) {
         /* Message logging re-sends a spawn the restored state already
          * holds: a duplicate, like a message under its SSN. */
         PHX_CNT_ADD(w->n_dups, 1);
@@ -429,8 +361,11 @@ void *phx_worker_main(void *arg)
     int spins = 0;
     uint64_t idle_since = 0;
     for (;;) {
-        if (atomic_load_explicit(&n->rec_pause, memory_order_acquire))
-            phx_recovery_worker_pause(w, &lh, &lt);   /* checkpoint or rollback */
+        if (atomic_load_explicit(&n->rec_pause, memory_order_acquire)) {
+            const phx_recovery_ops_t *rh = phx_node_rec_hooks(n);
+            if (rh && rh->worker_pause)
+                rh->worker_pause(n->rec_st, w, &lh, &lt);   /* checkpoint or rollback */
+        }
         if (cds_wfcq_empty(&lh, &lt) && cds_wfcq_empty(&w->ih, &w->it)) {
             if (++spins < 64) {
                 caa_cpu_relax();

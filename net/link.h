@@ -105,4 +105,20 @@ uint64_t phx_link_take_ack(phx_link_t *l);
  * of the retained batches dropped. */
 uint64_t phx_link_reset(phx_link_t *l);
 
+/* ---- incarnations ------------------------------------------------------
+ * Whether a connection from incarnation inc of a rank is admitted, given
+ * the rank's current incarnation cur and whether cur was declared dead:
+ * the same live incarnation, or a newer one of a dead rank (it rejoins;
+ * the dead one stays dead). A newer one of a rank not yet declared dead
+ * waits (the old one must be dead everywhere first: its state comes back
+ * from a checkpoint, never from the link); anything older is stale. Used by
+ * the transport when a rank may rejoin (net/transport.h, phx_net_cfg_t). */
+enum { PHX_LINK_ADMIT, PHX_LINK_WAIT, PHX_LINK_STALE };
+static inline int phx_link_inc_admit(uint32_t cur, int dead, uint32_t inc)
+{
+    if (dead)
+        return inc > cur ? PHX_LINK_ADMIT : PHX_LINK_STALE;
+    return inc == cur ? PHX_LINK_ADMIT : inc > cur ? PHX_LINK_WAIT : PHX_LINK_STALE;
+}
+
 #endif

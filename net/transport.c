@@ -11,7 +11,6 @@
 #include "net/auth.h"
 #include "net/crc32c.h"
 #include "net/link.h"
-#include "ft/ckpt/member.h"
 #include "base/phx_err.h"
 #include "base/phx_log.h"
 
@@ -122,7 +121,7 @@ struct peer {
 
 struct phx_net {
     uv_loop_t *loop;
-    const phx_config_t *cfg;
+    phx_net_cfg_t cfg;          /* the caller's, copied; peers stays the caller's */
     phx_net_cb_t cb;
     uint8_t secret[1024];
     size_t secret_len;
@@ -549,15 +548,15 @@ static void peer_up(conn_t *c)
     phx_net_t *n = c->net;
     peer_t *p = c->peer;
     uint32_t inc = (uint32_t)phx_auth_peer_inc(c->auth);
-    int admit = n->rejoin && p->ever_up ? phx_ck_inc_admit(p->inc, p->dead, inc) : PHX_CK_ADMIT;
-    if (admit != PHX_CK_ADMIT) {
+    int admit = n->rejoin && p->ever_up ? phx_link_inc_admit(p->inc, p->dead, inc) : PHX_LINK_ADMIT;
+    if (admit != PHX_LINK_ADMIT) {
         /* The old incarnation must be declared dead everywhere before the
          * new one joins (its state comes back from a checkpoint, never
          * from the link): refuse until then, and tell the detector that
          * the old process is gone. The caller redials. */
-        conn_close(c, admit == PHX_CK_STALE ? "an old incarnation"
+        conn_close(c, admit == PHX_LINK_STALE ? "an old incarnation"
                                             : "a new incarnation before the old one was declared dead");
-        if (admit == PHX_CK_WAIT) {
+        if (admit == PHX_LINK_WAIT) {
             p->gone = 1;
             report_down(p, 0, "a new incarnation is calling");
         }
@@ -880,7 +879,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     if (c->rbuf.len >= PHX_FRAME_HDR + PHX_NET_ZC_HEAD)
         c->zc.edge = 0;
     size_t off = 0;
-    uint32_t max = (uint32_t)(n->cfg->max_frame > PHX_FRAME_LEN_HARDMAX ? PHX_FRAME_LEN_HARDMAX : n->cfg->max_frame);
+    uint32_t max = (uint32_t)(n->cfg.max_frame > PHX_FRAME_LEN_HARDMAX ? PHX_FRAME_LEN_HARDMAX : n->cfg.max_frame);
     uint32_t last = 0;   /* payload length of the last whole frame of this read */
     while (off < c->rbuf.len) {
         phx_frame_hdr_t h;
@@ -953,7 +952,7 @@ static conn_t *conn_new(phx_net_t *n, peer_t *p)
         n->conns->prev = c;
     n->conns = c;
     uv_tcp_nodelay(&c->tcp, 1);
-    int rc = phx_auth_create(n->secret, n->secret_len, (uint32_t)n->rank, n->inc, n->cfg->job_id,
+    int rc = phx_auth_create(n->secret, n->secret_len, (uint32_t)n->rank, n->inc, n->cfg.job_id,
                              p ? p->rank : -1, &c->auth);
     if (rc) {
         PHX_ERROR("net", "cannot create authenticator: %s", phx_strerror(rc));
@@ -969,7 +968,7 @@ static void on_hs_timer(uv_timer_t *t);
 /* Arms hs_timer for the earliest pending handshake deadline, if any. */
 static void hs_arm(phx_net_t *n)
 {
-    uint64_t now = uv_now(n->loop), dl = (uint64_t)n->cfg->hb_timeout_ms, next = UINT64_MAX;
+    uint64_t now = uv_now(n->loop), dl = (uint64_t)n->cfg.hb_timeout_ms, next = UINT64_MAX;
     for (conn_t *c = n->conns; c; c = c->next)
         if (!c->up && !c->closing && c->hs_on) {
             uint64_t due = c->hs_start + dl;
@@ -984,7 +983,7 @@ static void hs_arm(phx_net_t *n)
 static void on_hs_timer(uv_timer_t *t)
 {
     phx_net_t *n = t->data;
-    uint64_t now = uv_now(n->loop), dl = (uint64_t)n->cfg->hb_timeout_ms;
+    uint64_t now = uv_now(n->loop), dl = (uint64_t)n->cfg.hb_timeout_ms;
     char why[64];
     snprintf(why, sizeof why, "no handshake within %llu ms", (unsigned long long)dl);
     for (conn_t *c = n->conns, *next; c; c = next) {
@@ -1051,16 +1050,16 @@ static void on_lost(uv_timer_t *t)
     if (p->up || p->dead || n->stopping)
         return;
     if (p->lost_stage == 0) {
-        PHX_WARN("net", "link to rank %d not restored within %d ms", p->rank, n->cfg->hb_timeout_ms);
+        PHX_WARN("net", "link to rank %d not restored within %d ms", p->rank, n->cfg.hb_timeout_ms);
         report_down(p, 0, "link not restored in time");
         p->lost_stage = 1;
-        uv_timer_start(&p->lost, on_lost, 2 * (uint64_t)n->cfg->hb_timeout_ms, 0);
+        uv_timer_start(&p->lost, on_lost, 2 * (uint64_t)n->cfg.hb_timeout_ms, 0);
         return;
     }
     PHX_ERROR("net", "link to rank %d still down after %d ms, and the rank was not declared dead",
-              p->rank, 3 * n->cfg->hb_timeout_ms);
+              p->rank, 3 * n->cfg.hb_timeout_ms);
     if (n->cb.on_link_failed && n->cb.on_link_failed(n->cb.ctx, p->rank) > 0)
-        uv_timer_start(&p->lost, on_lost, (uint64_t)n->cfg->hb_timeout_ms, 0);
+        uv_timer_start(&p->lost, on_lost, (uint64_t)n->cfg.hb_timeout_ms, 0);
 }
 
 static void conn_close(conn_t *c, const char *why) { conn_close_f(c, why, 0); }
@@ -1086,7 +1085,7 @@ static void strike(conn_t *c, const char *why)
     uv_timer_stop(&p->lost);
     char msg[300];
     snprintf(msg, sizeof msg, "rank %d at %s:%d: %d bad connections (last: %s)", p->rank,
-             n->cfg->peers[p->rank].host, n->cfg->peers[p->rank].port, p->strikes, why);
+             n->cfg.peers[p->rank].host, n->cfg.peers[p->rank].port, p->strikes, why);
     if (!p->ever_up) {   /* never part of the job: a startup failure */
         if (n->cb.on_fatal)
             n->cb.on_fatal(n->cb.ctx, PHX_EAUTH, msg);
@@ -1095,7 +1094,7 @@ static void strike(conn_t *c, const char *why)
     PHX_ERROR("net", "%s; no longer connecting to it, the failure detector decides", msg);
     report_down(p, 0, msg);
     p->lost_stage = 1;
-    uv_timer_start(&p->lost, on_lost, 2 * (uint64_t)n->cfg->hb_timeout_ms, 0);
+    uv_timer_start(&p->lost, on_lost, 2 * (uint64_t)n->cfg.hb_timeout_ms, 0);
 }
 
 static void conn_close_f(conn_t *c, const char *why, int flags)
@@ -1122,7 +1121,7 @@ static void conn_close_f(conn_t *c, const char *why, int flags)
                          why ? why : "closed");
                 if (!p->refused) {
                     p->lost_stage = 0;
-                    uv_timer_start(&p->lost, on_lost, (uint64_t)n->cfg->hb_timeout_ms, 0);
+                    uv_timer_start(&p->lost, on_lost, (uint64_t)n->cfg.hb_timeout_ms, 0);
                 }
                 p->backoff_ms = BACKOFF_MIN_MS;
                 /* The peer's kernel closed it: either its process died
@@ -1293,7 +1292,7 @@ static void on_deadline(uv_timer_t *t)
             continue;
         snprintf(why, sizeof why, "%s rank %d at %s:%d within %d ms",
                  r < n->rank ? "could not connect to" : "no connection from",
-                 r, n->cfg->peers[r].host, n->cfg->peers[r].port, n->cfg->startup_timeout_ms);
+                 r, n->cfg.peers[r].host, n->cfg.peers[r].port, n->cfg.startup_timeout_ms);
         if (n->cb.on_fatal)
             n->cb.on_fatal(n->cb.ctx, PHX_ETIMEDOUT, why);
         return;
@@ -1340,7 +1339,7 @@ static int adopt_listener(phx_net_t *n, int fd)
     return rc;
 }
 
-int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secret,
+int phx_net_start(uv_loop_t *loop, const phx_net_cfg_t *cfg, const uint8_t *secret,
                   size_t secret_len, uint32_t inc, const phx_net_cb_t *cb, phx_net_t **out)
 {
     if (secret_len == 0 || secret_len > sizeof ((phx_net_t *)0)->secret)
@@ -1349,7 +1348,7 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
     if (!n)
         return PHX_ENOMEM;
     n->loop = loop;
-    n->cfg = cfg;
+    n->cfg = *cfg;
     n->cb = *cb;
     memcpy(n->secret, secret, secret_len);
     n->secret_len = secret_len;
@@ -1442,7 +1441,7 @@ int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secre
         return PHX_EIO;
     }
     uv_timer_start(&n->deadline, on_deadline, (uint64_t)cfg->startup_timeout_ms, 0);
-    n->rejoin = phx_config_respawns(cfg);
+    n->rejoin = cfg->rejoin;
     n->rejoining = n->rejoin && inc > 0;
     for (int r = 0; r < (n->rejoining ? n->size : n->rank); r++)
         if (r != n->rank)

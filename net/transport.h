@@ -29,8 +29,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "core/config.h"
 #include "net/frame.h"
+#include "net/net_cfg.h"
 
 typedef struct phx_net phx_net_t;
 
@@ -79,11 +79,12 @@ typedef struct phx_net_cb {
     void (*on_fatal)(void *ctx, int code, const char *why);
 } phx_net_cb_t;
 
-/* Binds the listener and starts dialling. secret is copied. Returns 0 or a
- * negative code (bind failure is reported here, not through on_fatal). */
-int phx_net_start(uv_loop_t *loop, const phx_config_t *cfg, const uint8_t *secret,
+/* Binds the listener and starts dialling. cfg and secret are copied
+ * (cfg->peers stays the caller's). Returns 0 or a negative code (bind
+ * failure is reported here, not through on_fatal). */
+int phx_net_start(uv_loop_t *loop, const phx_net_cfg_t *cfg, const uint8_t *secret,
                   size_t secret_len, uint32_t inc, const phx_net_cb_t *cb, phx_net_t **out);
-/* Rejoin (recovery=cr, restart-on=respawn): a rank declared dead is accepted
+/* Rejoin (cfg->rejoin): a rank declared dead is accepted
  * again, with on_peer_up, when it comes back with a higher incarnation; a
  * new incarnation of a rank not yet declared dead is refused (and reported
  * down) until it is. A node started with inc > 0 dials every peer. */

@@ -1,5 +1,6 @@
-/* Coordinated checkpoint/restart: the pure decisions (seed 004_* §2.3,
- * digest seed-004a-msglog.md §2). No sockets, no threads, no clocks: the
+/* Coordinated checkpoint/restart: the pure decisions (buddy checkpoints
+ * as in "Scalable Message-Logging Techniques for Effective Fault Tolerance in HPC Applications" (Meneses),
+ * section 2.3). No sockets, no threads, no clocks: the
  * glue (core/ckpt.c) feeds events and acts on the results, so every rule
  * below is unit-tested deterministically (tests/unit/test_ft_ckpt.c).
  *
@@ -32,7 +33,7 @@ int phx_ck_buddy(int n, const int *ring, const uint8_t *dead, int r);
 int phx_ck_relocate(int n, int nloc, const int *loc_e, const int *buddy_e, const uint8_t *dead, int *loc,
                     int *lost, int *lost_buddy);
 /* The same with at most `helpers` hosts per dead rank (recovery-helpers,
- * parallel recovery, seed 004_* §2.5): dead rank x's slices (those it
+ * parallel recovery, as in the same thesis, section 2.5): dead rank x's slices (those it
  * hosted at the epoch) are dealt round-robin, in slice order, over its
  * buddy and the next helpers-1 live ranks after the buddy in rank order
  * (wrapping), so fewer nodes take part and the buddy gets the first one.

@@ -23,22 +23,6 @@ int phx_ck_relocate_spare(int n, int nloc, const int *loc_e, const int *buddy_e,
                           int first_spare, int slices, int *loc, int *lost, int *lost_buddy, int *nspared);
 
 
-/* ---- incarnations ------------------------------------------------------
- * Whether a connection from incarnation inc of a rank is admitted, given
- * the rank's current incarnation cur and whether cur was declared dead:
- * the same live incarnation, or a newer one of a dead rank (it rejoins;
- * the dead one stays dead). A newer one of a rank not yet declared dead
- * waits (the old one must be dead everywhere first: its state comes back
- * from a checkpoint, never from the link); anything older is stale. Used by
- * the transport (net/transport.c). */
-enum { PHX_CK_ADMIT, PHX_CK_WAIT, PHX_CK_STALE };
-static inline int phx_ck_inc_admit(uint32_t cur, int dead, uint32_t inc)
-{
-    if (dead)
-        return inc > cur ? PHX_CK_ADMIT : PHX_CK_STALE;
-    return inc == cur ? PHX_CK_ADMIT : inc > cur ? PHX_CK_WAIT : PHX_CK_STALE;
-}
-
 /* ---- membership change at the coordinator (restart-on=respawn) ---------
  * A dead rank x comes back as a new incarnation; every live rank reports
  * SEEN(x, inc) once its transport admitted it. The recovery round that

@@ -82,17 +82,6 @@ static void test_spare_two_at_once_and_dead_spares(void **st)
     assert_int_equal(lb, 3);
 }
 
-static void test_inc_admit(void **st)
-{
-    (void)st;
-    assert_int_equal(phx_ck_inc_admit(3, 0, 3), PHX_CK_ADMIT);   /* a reconnect */
-    assert_int_equal(phx_ck_inc_admit(3, 0, 4), PHX_CK_WAIT);    /* old one not declared yet */
-    assert_int_equal(phx_ck_inc_admit(3, 0, 2), PHX_CK_STALE);
-    assert_int_equal(phx_ck_inc_admit(3, 1, 4), PHX_CK_ADMIT);   /* rejoins */
-    assert_int_equal(phx_ck_inc_admit(3, 1, 3), PHX_CK_STALE);   /* the dead one stays dead */
-    assert_int_equal(phx_ck_inc_admit(3, 1, 1), PHX_CK_STALE);
-}
-
 static void test_join_needs_every_live_rank(void **st)
 {
     (void)st;
@@ -133,7 +122,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spare_takes_the_place),
         cmocka_unit_test(test_spare_two_at_once_and_dead_spares),
-        cmocka_unit_test(test_inc_admit),
         cmocka_unit_test(test_join_needs_every_live_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,4 @@
-/* ERA engine (seed 002_*): resilient fan-in/fan-out on a mendable tree.
+/* ERA engine (Early Returning Agreement, ft/era/era.h): resilient fan-in/fan-out on a mendable tree.
  *
  * Invariants the code relies on (argued in README.md):
  *  - a process sends its UP (aggregated contribution) only to the parent of
@@ -239,7 +239,7 @@ static era_inst_t *inst_new(phx_ft_era_t *era, uint64_t gid, uint64_t aid)
 }
 
 /* Drops entries every survivor is known to have decided (gc_below, agreed
- * inside decisions as in seed 002_* "Garbage Collection"), then enforces the
+ * inside decisions as in ERA's "Garbage Collection", ft/era/era.h), then enforces the
  * history bound. Deferred to era_exit so no list walk sees a freed entry. */
 static void sweep(phx_ft_era_t *era)
 {
@@ -314,7 +314,7 @@ int era_exit(phx_ft_era_t *era, int rc)
     return rc < 0 ? rc : err;
 }
 
-/* ---- tree (seed 002_* "Mendable Tree") ---------------------------------
+/* ---- tree (ERA's "Mendable Tree") -----------------------------------------
  * Members by index form a BFS-numbered k-ary tree, so ancestors have lower
  * indices. The parent is the nearest live ancestor; with none, the lowest
  * live index, which is the root. */
@@ -726,8 +726,6 @@ void era_send_revoke(phx_ft_era_t *era, phx_ft_group_t *g)
 }
 
 const phx_ft_rankset_t *phx_ft_era_dead(const phx_ft_era_t *era) { return &era->dead; }
-int phx_ft_era_rank(const phx_ft_era_t *era) { return era->rank; }
-int phx_ft_era_size(const phx_ft_era_t *era) { return era->n; }
 
 size_t phx_ft_era_pending(const phx_ft_era_t *era)
 {

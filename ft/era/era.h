@@ -1,4 +1,5 @@
-/* ERA: Early Returning Agreement (seed 002_*), the engine behind
+/* ERA: Early Returning Agreement (as presented in
+ * "Fault tolerant algorithms for a fault tolerant MPI" (Herault)), the engine behind
  * agree / shrink in the ULFM-style API of group.h.
  *
  * Threading: an era instance is a pure state machine. It never blocks,
@@ -13,7 +14,7 @@
  * outermost call, so they MAY re-enter the instance (e.g. start the next
  * agreement from `decided`), but must not destroy it.
  *
- * Model the runtime must provide (seed 002_*, "Formal Framework"):
+ * Model the runtime must provide (the same talk, "Formal Framework"):
  *  - FIFO, lossless links per pair while both ends live;
  *  - a perfect failure detector: on_failure(r) only for a dead r, and every
  *    survivor eventually gets it for every dead member;
@@ -35,7 +36,8 @@
 /* Job size limit of ERA with shrink, which core/agree.c enforces at startup
  * with fault tolerance on (saying so). A shrink agrees on the decision's
  * failed set (a rank set), not on a value, so it is the engine's limit
- * (it was the 1024-bit value width before issue 15). */
+ * (it used to be the 1024-bit value width, when shrink carried the set as
+ * its value). */
 #define PHX_FT_ERA_MAX_RANKS PHX_FT_ERA_ENGINE_MAX_RANKS
 
 typedef struct phx_ft_era phx_ft_era_t;
@@ -131,8 +133,6 @@ int  phx_ft_era_msg_peek(const void *buf, size_t len, phx_ft_era_peek_t *out);
 
 /* Read-only views; valid until the next mutating call. */
 const phx_ft_rankset_t *phx_ft_era_dead(const phx_ft_era_t *era);
-int  phx_ft_era_rank(const phx_ft_era_t *era);
-int  phx_ft_era_size(const phx_ft_era_t *era);
 /* Agreements started but not decided here, and decisions kept for late
  * requesters (diagnostics, tests). */
 size_t phx_ft_era_pending(const phx_ft_era_t *era);

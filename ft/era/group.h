@@ -1,4 +1,5 @@
-/* Groups and the ULFM-style recovery verbs (seed 002_*, "ULFM"):
+/* Groups and the ULFM-style recovery verbs (User-Level Failure
+ * Mitigation, as in "Fault tolerant algorithms for a fault tolerant MPI" (Herault)):
  * failure_ack, revoke, agree (= phx_ft_era_start) and shrink.
  *
  * A group is an id plus a sorted member list of job ranks that contains the

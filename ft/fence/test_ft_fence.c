@@ -1,7 +1,7 @@
 /* ft/fence driven by hand, in virtual time: partitions at n = 2..8 (every
  * split, every silent/reached mix, exhaustively), the hold of silence-only
  * deaths and its 3 delta expiry, a newcomer releasing a hold, isolation
- * after a stall (issue 9: a stalled node never fences itself merely for
+ * after a stall (a stalled node never fences itself merely for
  * hearing nothing), lost links, views. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -262,7 +262,7 @@ static void test_newcomer_releases_hold(void **s)
     free(w);
 }
 
-/* Isolation (issue 9): only a node in doubt (stopped long enough to have
+/* Isolation: only a node in doubt (stopped long enough to have
  * been declared, within the last 2 delta) reads "every live peer dropped
  * its connection" as being declared; hearing nothing is never evidence.
  * Every peer state, n = 2..8: dead (in D), dropped (closed, reported),

@@ -1,5 +1,6 @@
 /* Lifeline-based global load balancing (GLB), optionally fault tolerant
- * (FTGLB, seed 003_*). A program supplies a task bag through callbacks, as in
+ * (FTGLB: "Fault Tolerance for Lifeline-Based Global Load Balancing",
+ * Fohry, Bungart and Plock). A program supplies a task bag through callbacks, as in
  * X10's GLB TaskQueue, and calls phx_glb_run(); the library spreads the bag
  * over the nodes by random steals and hypercube lifelines, backs each node's
  * bag up at its ring successor (glb-ft=on), restores lost bags, detects

@@ -84,7 +84,6 @@ int phx_ft_bcast_ncubes(const phx_ft_bcast_t *b) { return b->ncubes; }
 int phx_ft_bcast_tolerance(const phx_ft_bcast_t *b) { return b->k > 0 ? b->k - 1 : 0; }
 /* One hop to the tree root, then at most k down a binomial tree. */
 int phx_ft_bcast_max_hops(const phx_ft_bcast_t *b) { return b->ncubes ? b->k + 1 : 0; }
-int phx_ft_bcast_max_fanout(const phx_ft_bcast_t *b) { return b->k; }
 
 /* Cube coordinate <-> rotated member index. */
 static int cube_to_idx(const phx_ft_bcast_t *b, int cube, int c)

@@ -1,4 +1,5 @@
-/* Reliable hypercube broadcast (seed 002_*, after Ramanathan & Shin).
+/* Reliable hypercube broadcast (after Ramanathan and Shin, "Reliable
+ * Broadcast Algorithm", as used in "Fault tolerant algorithms for a fault tolerant MPI" (Herault)).
  *
  * Topology. The origin s fixes the member list: every rank of 0..nranks-1
  * not in the dead set D_s it sends, sorted, rotated so that s has index 0.
@@ -48,8 +49,6 @@ int phx_ft_bcast_ncubes(const phx_ft_bcast_t *b);    /* 1 or 2 (0 if n == 1) */
 int phx_ft_bcast_tolerance(const phx_ft_bcast_t *b);
 /* Upper bound on hops from origin to any member on a surviving path. */
 int phx_ft_bcast_max_hops(const phx_ft_bcast_t *b);
-/* Largest hop count any single call below can return (k). */
-int phx_ft_bcast_max_fanout(const phx_ft_bcast_t *b);
 
 /* The origin's first sends: ncubes * k hops. Writes at most cap hops and
  * returns how many there are (so cap == 0 queries the size). */

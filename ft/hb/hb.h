@@ -1,4 +1,5 @@
-/* Ring heartbeat failure detector (seed 002_*, tasks T1-T5, FindEmitter)
+/* Ring heartbeat failure detector (tasks T1-T5 and FindEmitter of
+ * "Fault tolerant algorithms for a fault tolerant MPI" (Herault))
  * with failure propagation by the reliable hypercube broadcast (bcast.h).
  *
  * Pure state machine: no sockets, threads or clock reads; after create it

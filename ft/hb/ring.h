@@ -1,4 +1,4 @@
-/* Observation ring order for the heartbeat failure detector (seed 002_*).
+/* Observation ring order for the heartbeat failure detector (ft/hb/hb.h).
  *
  * The worst case of ring repair is a run of consecutive ring neighbours
  * failing together (R(f) grows with f when failures are adjacent), and

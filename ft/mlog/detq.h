@@ -1,5 +1,5 @@
-/* Lock-free determinant queue (seed 004_* §7.2, Fig 7.4b, Alg. 22-24;
- * digest seed-004b-msglog.md §3.3).
+/* Lock-free determinant queue ("Scalable Message-Logging Techniques for Effective Fault Tolerance in HPC Applications" (Meneses),
+ * section 7.2, Fig. 7.4b, Alg. 22-24).
  *
  * A determinant <sender, ssn, receiver, rsn> is made at every delivery and
  * must ride on every message leaving the node until another node has

@@ -1,5 +1,5 @@
-/* Duplicate filter of recovery=mlog-fast (seed 004_* Ch. 3; digest
- * seed-004a-msglog.md): receive-deterministic tasks make no determinants,
+/* Duplicate filter of recovery=mlog-fast ("Scalable Message-Logging Techniques for Effective Fault Tolerance in HPC Applications" (Meneses),
+ * Ch. 3): receive-deterministic tasks make no determinants,
  * so a message re-sent during a recovery is recognised by its key
  * <sender, receiver, type, tag> alone. Pure: no threads, sockets or clock.
  *

@@ -1,7 +1,7 @@
 /* Which failures of one checkpoint period message logging recovers
  * partially (only the lost nodes' tasks restart, from their buddies'
  * copies; survivors hand back and keep running), and when it must fall
- * back to cr's global rollback (issue 11). Pure: the coordinator of a
+ * back to cr's global rollback. Pure: the coordinator of a
  * recovery round calls it with what every node agreed on, so every
  * coordinator decides alike.
  *

@@ -1,6 +1,6 @@
-/* Simple causal message logging (SCML, seed 004_* §2.6, Alg. 1-5; digest
- * seed-004a-msglog.md §3.1 and rules 1-7; multicore node, Ch. 7: the node
- * process is the unit of failure) and its pessimistic variant, as a pure
+/* Simple causal message logging (SCML: "Scalable Message-Logging Techniques for Effective Fault Tolerance in HPC Applications" (Meneses),
+ * section 2.6, Alg. 1-5; multicore node, Ch. 7: the node process is the
+ * unit of failure) and its pessimistic variant, as a pure
  * state machine: no sockets, no threads, no clock. The glue feeds it sends,
  * frames, deliveries, acks, checkpoints and failures, and acts on what it
  * returns; the unit tests (test_mlog_scml.c) run whole simulated jobs

@@ -1,6 +1,5 @@
-/* Team-based message logging (recovery=mlog-team; seed 004_* Ch. 5,
- * Alg. 11-15; digest seed-004b-msglog.md §1, rules of §1.4): the pure
- * parts. Teams are consecutive node ranks, team(r) = r / t. A message is
+/* Team-based message logging (recovery=mlog-team; "Scalable Message-Logging Techniques for Effective Fault Tolerance in HPC Applications" (Meneses),
+ * Ch. 5, Alg. 11-15): the pure parts. Teams are consecutive node ranks, team(r) = r / t. A message is
  * logged at its sender only when it crosses a team boundary; every
  * delivery still makes a det. One failure rolls back the dead node's whole
  * team; nodes outside it hand back what they logged for the team and never

@@ -1,5 +1,6 @@
-/* The determinant queue (ft/mlog/detq.c) against seed-004b-msglog.md §7
- * R1-R6. The stress test (R3, R6) is the one ThreadSanitizer must see:
+/* The determinant queue (ft/mlog/detq.c, ft/mlog/detq.h): FIFO per
+ * producer, nothing lost or seen twice, bounded memory. The stress test is
+ * the one ThreadSanitizer must see:
  * it runs in every build, smaller under TSan (PHX_TSAN). */
 #include <pthread.h>
 #include <sched.h>
@@ -36,7 +37,7 @@ static void check_inv(phx_detq_t *q)
     assert_true(s.start <= s.end && s.end <= s.next);
 }
 
-/* R1: sequential add, piggyback, ack; stale and out-of-range acks. The
+/* sequential add, piggyback, ack; stale and out-of-range acks. The
  * thesis acks the last index (inclusive); ours names one past it. */
 static void test_r1_sequential(void **st)
 {
@@ -77,7 +78,7 @@ static void test_r1_sequential(void **st)
     phx_detq_destroy(q);
 }
 
-/* R2: A reserves t and stalls before filling; B fills t+1. Nothing is
+/* A reserves t and stalls before filling; B fills t+1. Nothing is
  * exposed until A publishes; then both, in order. */
 struct r2 {
     phx_detq_t *q;
@@ -125,7 +126,7 @@ static void test_r2_ordered_publication(void **st)
     phx_detq_destroy(q);
 }
 
-/* R3 + R6: P producers, the consumer piggybacks and acks at random. */
+/* P producers, the consumer piggybacks and acks at random. */
 #ifdef PHX_TSAN
 #define STRESS_N 1000
 #else
@@ -137,7 +138,7 @@ struct stress {
     phx_detq_t *q;
     int id;
     uint64_t n;
-    /* R6: the index of this producer's latest det, released after the add
+    /* the index of this producer's latest det, released after the add
      * returned: what a message sent after that reception would carry. */
     _Atomic uint64_t last_plus1;
 };
@@ -187,7 +188,7 @@ static void test_r3_r6_stress(void **st)
     uint64_t total = 0, want = n * PRODUCERS, next_expected = 0, rng = 42;
     phx_det_t buf[1024];
     while (total < want) {
-        /* R6: read each producer's latest index BEFORE piggybacking; the
+        /* read each producer's latest index BEFORE piggybacking; the
          * snapshot must cover it or it must be acked already. */
         uint64_t lastp[PRODUCERS];
         for (int i = 0; i < PRODUCERS; i++)
@@ -237,7 +238,7 @@ static void test_r3_r6_stress(void **st)
     phx_detq_destroy(q);
 }
 
-/* R4: no acks, cap 1024: ADD #1025 blocks (the owner is told once) and
+/* no acks, cap 1024: ADD #1025 blocks (the owner is told once) and
  * overwrites nothing until a flush is acked. */
 struct r4 {
     phx_detq_t *q;
@@ -305,7 +306,7 @@ static void test_r4_capacity_blocks(void **st)
     phx_detq_destroy(r.q);
 }
 
-/* R5: after a restart (new incarnation) acks of the old one are ignored. */
+/* after a restart (new incarnation) acks of the old one are ignored. */
 static void test_r5_old_incarnation_ack(void **st)
 {
     (void)st;

@@ -4,11 +4,11 @@
  * order-sensitive: each task folds every payload into a hash chain in
  * delivery order and sends values derived from it, so a replay in another
  * order shows as a re-sent message that differs from the original (an
- * orphan). Scenarios: 004a §9 R1 (logs empty after a checkpoint), R2/R4/R5
- * (one kill: only the dead node's tasks restart, survivors never roll
- * back, replays match, duplicates dropped and counted), R6 (stale
- * incarnation), R7 (ack/GC invariant), R11 (failure sets), 004b §7 R7
- * (exact logging volume on a ring), and the pessimistic variant. */
+ * orphan). Scenarios: logs empty after a checkpoint; one kill (only the
+ * dead node's tasks restart, survivors never roll back, replays match,
+ * duplicates dropped and counted); a stale incarnation; the ack/GC
+ * invariant; failure sets; the exact logging volume on a ring; and the
+ * pessimistic variant. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -459,7 +459,7 @@ static void check_complete(sim_t *s)
 
 /* ---- scenarios ------------------------------------------------------------ */
 
-/* 004b R7: ring of P tasks on N contiguous nodes, K iterations. */
+/* Ring of P tasks on N contiguous nodes, K iterations. */
 static void test_ring_volume(void **st)
 {
     (void)st;
@@ -486,7 +486,7 @@ static void test_ring_volume(void **st)
     sim_free(&s);
 }
 
-/* 004a R1 + R7: logs fill during a period, ack keeps the queues short,
+/* Logs fill during a period, ack keeps the queues short,
  * a checkpoint empties msgLog and detLog. */
 static void test_logs_emptied_by_checkpoint(void **st)
 {
@@ -511,7 +511,7 @@ static void test_logs_emptied_by_checkpoint(void **st)
     sim_free(&s);
 }
 
-/* 004a R2/R4/R5 (004b R11/R12): kill one node mid-run, many seeds. */
+/* Kill one node mid-run, many seeds. */
 static uint64_t g_installed;
 static void run_kill(int pess, int no_dets, uint64_t seed, uint64_t *orphans, uint64_t *dups)
 {
@@ -568,7 +568,7 @@ static void test_kill_one_pessimistic(void **st)
     assert_true(g_installed > 40);
 }
 
-/* The negative control (004a R4): without the survivors' determinants the
+/* The negative control: without the survivors' determinants the
  * replay takes other orders and survivors see re-sent messages that
  * differ from what they already used: the checks above can fail. */
 static void test_kill_without_dets_diverges(void **st)
@@ -602,7 +602,7 @@ static void test_pessimistic_no_piggyback(void **st)
     sim_free(&s);
 }
 
-/* 004a R6: frames of the old incarnation are dropped after the notice,
+/* Frames of the old incarnation are dropped after the notice,
  * accepted before it. */
 static void test_stale_incarnation(void **st)
 {
@@ -961,7 +961,7 @@ static void test_spawn_det_handback(void **st)
     phx_ml_destroy(b);
 }
 
-/* 004a R11 / 004b R16: failure sets. */
+/* Failure sets. */
 static void test_decide(void **st)
 {
     (void)st;

@@ -1,5 +1,5 @@
 /* Team-based message logging, the pure parts (ft/mlog/team.c): team
- * membership, "must log?", exact volumes on a ring (004b R8), the
+ * membership, "must log?", exact volumes on a ring, the
  * rolled-back set and its fallbacks, the rule-2 filter and the own-det
  * record. */
 #include <stdint.h>
@@ -29,7 +29,7 @@ static void membership(void)
     }
 }
 
-/* 004b R8: a ring of P objects on N nodes (contiguous mapping), K
+/* A ring of P objects on N nodes (contiguous mapping), K
  * iterations, one message per object per iteration. Only node-boundary
  * crossings between teams are logged: (N/t)·K with N/t > 1 teams, 0 with
  * t = N; t = 1 gives plain causal's N·K (R7). */

@@ -1,4 +1,6 @@
-/* Dijkstra-Scholten with adoption (seed 000_*): INDEP, RELLAZY, RELEAGER.
+/* Dijkstra-Scholten with adoption (Lifflander, Miller and Kale,
+ * "Adoption Protocols for Fanout-Optimal Fault-Tolerant Termination Detection"):
+ * INDEP, RELLAZY, RELEAGER.
  *
  * Departures from the paper's listings, each needed by this runtime:
  *  - Acks are tracked per sender (owed/proc) instead of one pooled C, because
@@ -233,7 +235,7 @@ static void go_fatal(ds_t *s, int code, const char *fmt, int a, int b)
     } while (0)
 
 /* ---- send fence ----------------------------------------------------------
- * Seed 000 section 5: willSendTo sends potentialGrandchild (Rel: also
+ * The adoption paper, section 5: willSendTo sends potentialGrandchild (Rel: also
  * interior) and then sendFence(), so the first message to a new recipient
  * leaves only once the notice is known to have arrived. Over TCP "written"
  * is not "arrived" (a RST discards unread bytes, digest 7.9), so the fence is

@@ -1,5 +1,5 @@
 /* Dijkstra-Scholten core shared by the fault-tolerant detectors INDEP,
- * RELLAZY and RELEAGER (seed 000_*, digest seed-000-adoption-td.md).
+ * RELLAZY and RELEAGER (Lifflander, Miller and Kale, "Adoption Protocols for Fanout-Optimal Fault-Tolerant Termination Detection").
  * One state machine, one variant switch: the three protocols differ only in
  * what a grandparent records and in how an adopted child reports back, so a
  * single implementation keeps their common engagement bookkeeping identical.
@@ -16,7 +16,7 @@ typedef enum {
     PHX_DS_INDEP,
     PHX_DS_RELLAZY,    /* lazy exterior signal, adopted children marked */
     PHX_DS_RELEAGER,   /* eager exterior signal, grandchildren re-pointed */
-    /* Flag, tests only: no send fence (the behaviour before issue 9), so a
+    /* Flag, tests only: no send fence (the detectors' first behaviour), so a
      * test can show that it catches the hole the fence closes. */
     PHX_DS_NOFENCE = 0x100,
 } phx_ds_variant_t;

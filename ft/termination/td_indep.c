@@ -1,4 +1,4 @@
-/* INDEP (seed 000_* section 5): survives any failure set without
+/* INDEP (the adoption paper, section 5; see td_ds.h): survives any failure set without
  * communication edges. The protocol lives in td_ds.c. */
 #include "ft/termination/td_ds.h"
 

@@ -1,4 +1,4 @@
-/* RELLAZY and RELEAGER (seed 000_* section 6): survive any failure set
+/* RELLAZY and RELEAGER (the adoption paper, section 6; see td_ds.h): survive any failure set
  * without a parent/interior-child pair. The piggyback is the sender's parent
  * (4 bytes LE, -1 for the root), from which a newly engaged node learns its
  * grandparent. The protocol lives in td_ds.c. */

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Partition in Docker Compose (issue 13): 5 containers run apps/jacobi with
+# Partition in Docker Compose: 5 containers run apps/jacobi with
 # recovery=cr; once rank 0 logged iteration 500 (the kill lands inside the
 # work by construction: the job runs 6000), one non-zero rank's container
 # is cut off with `docker network disconnect`. Checks:

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Container restart in Docker Compose (issue 13, with issue 10's rejoin):
+# Container restart in Docker Compose (with the rejoin of restart-on=respawn):
 # 4 containers run apps/jacobi with recovery=cr, restart-on=respawn and the
 # compose policy `restart: on-failure:3`; each node counts its own starts in
 # its container's filesystem (PHX_INCARNATION_FILE). Once rank 0 logged
@@ -21,7 +21,7 @@ PROJ=phxrestart-$$
 dk_require
 PHX_HB_TIMEOUT=$(hb_ms) "$BIN/phx" run -n 1 "$BIN/jacobi" --phx-ft=1 --phx-recovery=cr \
     --phx-restart-on=respawn -N 32 -i 10 -V 1 >/dev/null 2>&1 ||
-    skip "needs restart-on=respawn (issue 10): this build refuses it"
+    skip "needs restart-on=respawn: this build refuses it"
 dk_init "$PROJ" "phxrestart-$$:local"
 
 export PHX_DOCKER_TIMEOUT=$((60 + 20 * HB_MS / 1000))

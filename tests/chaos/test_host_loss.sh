@@ -1,5 +1,5 @@
 #!/bin/bash
-# Whole-host loss (issue 9): 8 nodes on a 2-host hostfile on loopback
+# Whole-host loss: 8 nodes on a 2-host hostfile on loopback
 # (127.0.0.2 and 127.0.0.3, 4 slots each), and every rank of one host
 # SIGKILLed at once: 4 failures, past the hypercube broadcast's bound
 # (floor(log2 8) - 1 = 2), so survivors that missed a broadcast copy must

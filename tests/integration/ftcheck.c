@@ -3,7 +3,7 @@
  * itself, so a run that lost nodes and printed its lines exits 0.
  *
  *   phx-ftcheck ack
- *     One acknowledged-failures state (issue 9, item 6). Every node agrees
+ *     One acknowledged-failures state. Every node agrees
  *     once; the last rank dies; every survivor waits for its notice,
  *     acknowledges it with phx_failure_ack and agrees again: the agreement
  *     must see the acknowledgement, and so must a shrink and an agreement on

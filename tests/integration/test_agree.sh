@@ -13,12 +13,12 @@ PHX=$BIN/phx
 N=8
 K=5
 # delta (hb-timeout): the default 1000 ms. 500 ms was not robust on a loaded
-# 2-core box (false suspicions of live nodes; see the report of issue 4).
+# 2-core box (false suspicions of live nodes).
 HB=${PHX_HB_TIMEOUT:-1000}
 export PHX_FT=1 PHX_TD=none PHX_HB_TIMEOUT=$HB
 unset PHX_HB_PERIOD
 # One job: startup plus a handful of failures, each detected and announced
-# within a few delta (seed 002_*: T(1) = R(1) + B(n), R(1) <= 2 delta + tau);
+# within a few delta (ft/hb/hb.h: T(1) = R(1) + B(n), R(1) <= 2 delta + tau);
 # 20 delta plus 10 s of startup slack bounds it with a wide margin.
 JOB_TIMEOUT=$((10 + 20 * HB / 1000))
 
@@ -103,7 +103,7 @@ scenario revoke-kill "3"   --revoke 5:2 --die 3:3:sent
 check "revoke-kill: the failure is reported (EPROCFAIL) over the revoke" \
     grep -q "failed=\[3\] rc=EPROCFAIL" "$TMP/ref"
 
-# One acknowledged-failures state (issue 9): phx_failure_ack reaches the
+# One acknowledged-failures state: phx_failure_ack reaches the
 # agreement, the shrink and the shrunk group (tests/integration/ftcheck.c).
 timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n 4 "$BIN/phx-ftcheck" ack >"$TMP/ack.out" 2>"$TMP/ack.err"
 rc=$?

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Failure detection end to end (issue 3): 8 loopback nodes with PHX_FT=1 run
+# Failure detection end to end: 8 loopback nodes with PHX_FT=1 run
 # the busy app (every worker spinning); the test kills or stops nodes from
 # the shell as soon as every node logged `start` (and, for (c), the second
 # kill once the first failure is logged): no tool start-up between trigger

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Stalls decide nothing by luck (issue 9, item 5). 3 loopback nodes, busy,
+# Stalls decide nothing by luck. 3 loopback nodes, busy,
 # PHX_FT=1. In the event-log ring, A = rank 0 observes B, B observes C.
 #   (1) B is SIGSTOPped for 2 delta while C is SIGKILLed, and A itself is
 #       stopped for delta/4 at the same moment (a loaded survivor whose timer

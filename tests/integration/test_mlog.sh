@@ -1,5 +1,5 @@
 #!/bin/bash
-# Message logging (issue 11) on 8 loopback nodes, 2 workers each, jacobi.
+# Message logging on 8 loopback nodes, 2 workers each, jacobi.
 # Forward path: sender logs, determinants at every delivery (per-worker
 # lock-free queues), causal trailers (or the pessimistic flush to the next
 # live rank) and acks, logs emptied at each committed checkpoint.
@@ -72,7 +72,7 @@ for mode in mlog-causal mlog-pessimistic; do
     check "$mode: every node made determinants" every_node mlog_stats dets
     check "$mode: every node stored others' determinants" every_node mlog_stats dets_stored
     check "$mode: every node logged remote messages" every_node mlog_stats logged
-    # 004a R1: the log fills during a period and each commit empties it:
+    # The log fills during a period and each commit empties it:
     # the sizes seen at the commits add up to at most what was logged in
     # all (never emptied, they would add up to many times that).
     check "$mode: rank 0's log is emptied at every commit" python3 -c '
@@ -270,7 +270,7 @@ check "mlog-causal two kills: the rule fell back to the global rollback" eval \
 # tasks are still replaying when cr asks for the checkpoint that re-doubles
 # the moved state (end of the partial round) and when rank 1 is killed.
 # The global rollback must find a consistent checkpoint (one taken before
-# the replay, not during it: issue 11's "malformed wire data" / residual
+# the replay, not during it: the "malformed wire data" / residual
 # window / wrong checksum), and the void replay's records must not hold the
 # restored tasks for ever: RGATE is never opened, as a release that never
 # comes (drop_replays in core/mlog.c; without it the job hangs).

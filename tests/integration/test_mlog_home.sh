@@ -1,10 +1,10 @@
 #!/bin/bash
-# Message logging with restart-on=respawn (issue 11, parallel recovery's
+# Message logging with restart-on=respawn (parallel recovery's
 # "then migrate home"), jacobi on 8 loopback nodes x 2 workers: one kill of
 # rank 3 is recovered partially on helpers without waiting for its respawn;
 # the new incarnation is taken in at a later commit hosting nothing, and the
 # checkpoint after it moves rank 3's tasks home, so placement afterwards
-# equals placement before (004a R9). Survivors never go back, and no frame
+# equals placement before. Survivors never go back, and no frame
 # reaches a task's old host (the move happens at a cut: nothing to forward).
 # A kill inside the moving checkpoint (PHX_CKPT_DIE=RANK:INC:shipped|moved)
 # falls back to cr's global rollback with the right checksum.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Message logging (issue 11): spawns are events too, so a replayed spawn
+# Message logging: spawns are events too, so a replayed spawn
 # makes the same task id. apps/order -S 4: every 4th hop of a token goes
 # through a child task that the token's holder spawns (on a node its chain
 # picks, its own included); the child mixes its own id into the token and

@@ -3,7 +3,7 @@
 # nodes under every detector, and SIGKILL of an interior node under the
 # fault-tolerant ones (and under a fault-free one with PHX_FT=1).
 #
-# Oracle (seed 001 §6 R1, seed 000 §6 R1/R3): a job must end by the
+# Oracle: a job must end by the
 # detector, never before the last task: every node's td_declare is later
 # than every node's last task completion (both CLOCK_REALTIME, same host).
 # Results are compared with the fault-free values of the kernels (the tree
@@ -194,7 +194,7 @@ for td in indep rellazy releager; do
     check "td=$td: no result line claims a wrong result" eval '! grep -q WRONG "$TMP/out"'
     check "td=$td: an answer only if it is the fault-free one; none only with a non-zero exit" answer_honest
     # tdk registers no phx_on_failure and no recovery covers the victim's
-    # cells: a clean exit 0 would hide lost work (issue 9 hole 4).
+    # cells: a clean exit 0 would hide lost work.
     check "td=$td: work lost is never exit 0" eval '[ "$rc" != 0 ]'
     if [ "$rc" = 76 ]; then
         # Terminated among the survivors, but the victim's cells are lost and

@@ -1070,7 +1070,7 @@ static void big_drain(big_t *b)
 
 /* n engines, 3 dead (root, its heir, a leaf): one agreement, then a shrink.
  * Up to the value width (1024) the agreement's OR value is the set of
- * contributors; past it (issue 15: shrink no longer carries the dead set as
+ * contributors; past it (shrink no longer carries the dead set as
  * a value, so jobs past 1024 ranks keep shrink) the value is one word. */
 static void full_scale(int n)
 {

@@ -1,4 +1,4 @@
-/* Ring heartbeat failure detector (ft/hb/hb.c, seed 002_*), ring order
+/* Ring heartbeat failure detector (ft/hb/hb.c), ring order
  * (ft/hb/ring.c) and their wire format, without sockets: single-instance
  * tests of T1-T5 and FindEmitter, then a deterministic discrete-event
  * simulator (virtual time, FIFO links with seeded random delay <= tau). */
@@ -620,7 +620,7 @@ static void test_dead_list_widths(void **state)
     }
 }
 
-/* Compact broadcast (issue 15): past bcast_list_max a copy carries |D|,
+/* Compact broadcast: past bcast_list_max a copy carries |D|,
  * D's digest and the origin's latest TAIL additions, over the topology of
  * all ranks; a relay passes each child it knows dead on to that child's
  * children. n = 64, 36 ranks dead and known to all (far past the k - 1 = 5
@@ -731,7 +731,7 @@ static void test_compact_bcast(void **state)
     free(c);
 }
 
-/* Stalls (issue 9, item 5). T3 declares on a confirmation tick, so a
+/* Stalls. T3 declares on a confirmation tick, so a
  * heartbeat that arrived while we were late re-arms instead. A late thread
  * (gap past 2 eta, below the stall slack) moves the deadline by at most
  * delta past its nominal value: declared by 2 delta of silence. A gap past
@@ -1646,14 +1646,14 @@ static void test_sim_random_soak(void **state)
     printf("hb sim: random soak: %ld runs, %ld failures, all survivors agree\n", runs, killed);
 }
 
-/* Past the broadcast's bound (issue 9, item 2): n = 8, every failure set
+/* Past the broadcast's bound: n = 8, every failure set
  * of 1 to 7 ranks (a whole host of a 2-host layout, all but one), on the
  * identity ring and on the host-jumping ring of 2 hosts x 4, crashed
  * (0) all at once, (1) one first and the rest while its death is being
  * broadcast, (2) at seeded random times within 3 delta. Every survivor ends
  * with D == the failure set, learned once, and the live ring. Run with
  * the whole D in every broadcast (the default at this size) and with
- * compact broadcasts only (issue 15). */
+ * compact broadcasts only. */
 static void exhaustive_n8(int list_max)
 {
     sim_list_max = list_max;

@@ -398,6 +398,17 @@ static void test_ext_errors_and_reset(void **st)
     free(s.wire);
 }
 
+static void test_inc_admit(void **st)
+{
+    (void)st;
+    assert_int_equal(phx_link_inc_admit(3, 0, 3), PHX_LINK_ADMIT);   /* a reconnect */
+    assert_int_equal(phx_link_inc_admit(3, 0, 4), PHX_LINK_WAIT);    /* old one not declared yet */
+    assert_int_equal(phx_link_inc_admit(3, 0, 2), PHX_LINK_STALE);
+    assert_int_equal(phx_link_inc_admit(3, 1, 4), PHX_LINK_ADMIT);   /* rejoins */
+    assert_int_equal(phx_link_inc_admit(3, 1, 3), PHX_LINK_STALE);   /* the dead one stays dead */
+    assert_int_equal(phx_link_inc_admit(3, 1, 1), PHX_LINK_STALE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -409,6 +420,7 @@ int main(void)
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_many_batches),
         cmocka_unit_test(test_ext_cut_everywhere),
+        cmocka_unit_test(test_inc_admit),
         cmocka_unit_test(test_ext_errors_and_reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,5 @@
-/* Fault-free detectors 4C, EDOD, HCDA, CDA (seed 001_*) under thousands of
+/* Fault-free detectors 4C, EDOD, HCDA, CDA ("Comparing Distributed Termination Detection Algorithms for
+ * Task-Based Runtime Systems on HPC platforms") under thousands of
  * seeded random schedules checked by the td_harness oracle, plus CDA/HCDA
  * credit conservation, Theorem 1 token-ring costs and failure handling. */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* Fault-tolerant termination detectors INDEP, RELLAZY, RELEAGER (seed 000_*)
+/* Fault-tolerant termination detectors INDEP, RELLAZY, RELEAGER (ft/termination/td_ds.h)
  * on the shared simulator (td_harness): fault-free oracle runs, the
  * digest's survival table (section 3.5), and randomized failure injection.
  *
@@ -590,7 +590,7 @@ static void test_chaos(void **st)
     }
 }
 
-/* ---- send fence (seed 000 section 5 sendFence, issue 9) ------------------- */
+/* ---- send fence (the adoption paper's sendFence, ft/termination/td_ds.c) -- */
 
 enum { WIRE_PGC = 2 };   /* td_ds.c's potential_gc type byte */
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Failure-detection latency on loopback (seed 002_*): for n = 4, 8, 16
+# Failure-detection latency on loopback (ft/hb/hb.h): for n = 4, 8, 16
 # nodes, start a job (busy app, idle mode), kill one rank with phx-chaos,
 # wait until every survivor logged its notice, end the job, and read the
 # kill-to-last-notice latency from phx-chaos-check --json. One kill per

@@ -1,7 +1,7 @@
 /* ADD, PIGGYBACK and ACK latency of the lock-free determinant queue
  * (ft/mlog/detq.c) against the same queue behind one mutex, the design the
- * thesis measured first and dropped (seed 004_* Table 7.6; digest
- * seed-004b-msglog.md R20), and against per-worker queues (one lock-free
+ * thesis measured first and dropped (Meneses, "Scalable Message-Logging Techniques for
+ * Effective Fault Tolerance in HPC Applications", Table 7.6), and against per-worker queues (one lock-free
  * queue per producer, the runtime's layout: the consumer sweeps all T per
  * frame, so PIGGYBACK and ACK there cover T queues). T producer threads ADD as fast as they can
  * while one consumer thread PIGGYBACKs (range + copy of up to 64 entries,

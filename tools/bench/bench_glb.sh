@@ -1,5 +1,5 @@
 #!/bin/bash
-# GLB / FTGLB benchmark (issue 12): every figure is a ratio against a
+# GLB / FTGLB benchmark: every figure is a ratio against a
 # baseline measured in the same run, medians of REPS runs.
 #   1. UTS sequential rate (--seq) and parallel efficiency on P nodes:
 #      t_seq / (P_cores * t_P), P_cores = min(P, cores).

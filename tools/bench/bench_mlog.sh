@@ -1,9 +1,9 @@
 #!/bin/bash
-# Message-logging benchmarks (issue 11), medians of REPS runs.
+# Message-logging benchmarks, medians of REPS runs.
 #  1. The determinant queue: ADD, PIGGYBACK and ACK latency (ns, median of
 #     every operation of a run, then the median over runs) at T = 1, 2, 4, 8
 #     producers, lock-free (ft/mlog/detq.c) against the same queue behind
-#     one mutex (digest seed-004b-msglog.md R20, thesis Table 7.6), and
+#     one mutex (the thesis's Table 7.6, ft/mlog/detq.h), and
 #     their ratio (mutex / lock-free: > 1 means lock-free is faster), and
 #     per-worker lock-free queues (one per producer, what the runtime uses;
 #     PIGGYBACK and ACK then sweep all T queues). The three run interleaved
@@ -17,7 +17,7 @@
 #     figures from the nodes' mlog_stats events: dets per remote message,
 #     det copies sent per det, trailer bytes per remote message.
 #  3. Recovery of one kill, mlog-causal with recovery-helpers P = 1, 2, 4
-#     against cr (issue 11; the thesis's setting: re-execution dominates):
+#     against cr (the thesis's setting: re-execution dominates):
 #     jacobi on 8 nodes x 2 workers, V = 8 blocks per node, a checkpoint
 #     every 400 iterations; rank 3 is SIGKILLed once iteration K = 790 is
 #     done, with the checkpoint after it held by jacobi's gate (-H K -g), so
@@ -305,7 +305,7 @@ for h in $HS; do
         print "" }'
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-# Progress diagrams (issue 11): every block's iteration against wall time,
+# Progress diagrams: every block's iteration against wall time,
 # in the color of the node that ran it, for the first round's killed runs.
 for d in ${PLOTS:+"$PLOTS"/*-P*/}; do
     m=$(basename "$d")

@@ -1,12 +1,13 @@
 #!/bin/bash
-# Termination detection benchmark (issue 5).
-#  (a) Table 1 of seed 001 from the offline simulator (phx-td-sim): our
+# Termination detection benchmark.
+#  (a) Table 1 of "Comparing Distributed Termination Detection Algorithms
+#      for Task-Based Runtime Systems on HPC platforms" from the offline simulator (phx-td-sim): our
 #      ratios to CDA beside the paper's.
 #  (b) Detection latency per detector on 8 loopback nodes: median over REPS
 #      of (last node's td_declare) - (last task completion anywhere), both
 #      CLOCK_REALTIME on one host, plus the root's (first) declaration, and
 #      control messages per detector from PHX_STATS.
-#  (c) Fault-free overhead of the adoption protocols (seed 000 Fig. 4): wall
+#  (c) Fault-free overhead of the adoption protocols (the adoption paper's Fig. 4, ft/termination/td_ds.h): wall
 #      time of one >= 2 s job under rellazy and releager against 4c, all with
 #      PHX_FT=0 so only the detector differs; runs interleaved, medians.
 # A run whose kernel result line is missing or WRONG is counted as failed

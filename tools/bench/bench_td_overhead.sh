@@ -1,5 +1,5 @@
 #!/bin/bash
-# Fault-free overhead of the adoption detectors (seed 000_*): wall time of
+# Fault-free overhead of the adoption detectors (ft/termination/td_ds.h): wall time of
 # the same refinement job under rellazy and releager against 4c, runs
 # interleaved so drift hits all three alike; reports the median of the
 # per-round ratios. Two nodes keep a 2-core box from oversubscribing.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Cross-check (issue 15): the simulator's message counts against the real
+"""Cross-check: the simulator's message counts against the real
 runtime's for the same workload at n = 8 and 16.
 
   hb:  SIGKILL of one rank of an idle job (apps/busy, PHX_FT=1), once every

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Experiment 2 (issue 15): BCASTMSG copies per node for one failure notice
+"""Experiment 2: BCASTMSG copies per node for one failure notice
 against n, beside the hypercube broadcast's exact cost: ncubes * k * (2^k - 1)
 copies for m = n - 1 members, k = floor(log2 m) (ft/hb/bcast.h: k binomial
 trees per k-cube, one or two cubes). Two sources: the full heartbeat runs of

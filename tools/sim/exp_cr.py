@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Experiment 5 (issue 15): recovery time of recovery=cr against n and
+"""Experiment 5: recovery time of recovery=cr against n and
 against the state size. One silent crash (rank 5) at t = 3 s; phx-sim's
 --cr=1 drives ft/hb (detection) and ft/ckpt's real round table, buddies and
 relocation with core/ckpt.c's message pattern (STATE / DECIDE carrying n

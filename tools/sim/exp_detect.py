@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Experiment 1 (issue 15): failure detection and notification time against
+"""Experiment 1: failure detection and notification time against
 n for 1, floor(log2 n) - 1 (random and ring-adjacent) and n/2 failures, beside
 the seed's T(f) bound (002_*). Also feeds exp_bcast.py's per-node counts.
 Crashes are silent (no TCP reset), all at t = 3 s, delta = 1 s, eta = 100 ms.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Experiment 3 (issue 15): ERA agreement rounds and latency against n,
+"""Experiment 3: ERA agreement rounds and latency against n,
 failure-free and with the root (rank 0) dying mid-agreement: right after it
 sent its first decision message (--crash-on=0:era:1), and at a time while the
 contributions climb. n <= 65536: PHX_FT_ERA_ENGINE_MAX_RANKS (ft/era/era.h)."""

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Experiment 6 (issue 15): recovery of recovery=mlog-causal against cr, in
+"""Experiment 6: recovery of recovery=mlog-causal against cr, in
 n and in the state size. Both run the same app, a 1-D stencil on the rank
 ring (phx-sim --app=1: 10 ms of compute per step, then one message to each
 neighbour; the last checkpoint at t = 2 s), and lose rank 5 at t = 3 s.

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Experiment 4 (issue 15): termination-detection control messages against
+"""Experiment 4: termination-detection control messages against
 n for every detector, on the token of Theorem 1 (001_*): K hops to uniform
 ranks, each hop 1 ms of work so control traffic settles (the theorem's
-synchronous steps). Bounds of Theorem 1 (digest seed-001 section 3.1):
+synchronous steps). Bounds of Theorem 1 ("Comparing Distributed Termination Detection Algorithms
+for Task-Based Runtime Systems on HPC platforms", section 3.1):
 4C >= K P + P, EDOD >= 3 K log2 P + 2 P, HCDA = K (1 + 2/32) + P, CDA <= 2 P.
 The fault-tolerant detectors (indep, rellazy, releager) run failure-free;
 their per-rank tables (ft/termination/td_ds.c) are lazily backed, so they run

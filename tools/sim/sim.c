@@ -1,5 +1,5 @@
 /* phx-sim: deterministic discrete-event simulator of the ft/ protocols at
- * scale (issue 15). It links the real ft/hb, ft/era and ft/termination state
+ * scale. It links the real ft/hb, ft/era and ft/termination state
  * machines and drives each node's instances through the same hooks the
  * runtime uses (core/ft.c, core/agree.c, core/node.c): send callbacks become
  * timed message events, the heartbeat timer is re-armed at next_deadline()

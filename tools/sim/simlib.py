@@ -90,7 +90,7 @@ def log2(n):
 
 
 def t_bound_ms(f, n, tau_us=TAU_US, delta_ms=DELTA_MS):
-    """Seed 002_*: T(f) <= f(f+1) delta + f tau + f(f+1)/2 B(n), B(n) = 8 tau log2 n,
+    """"Fault tolerant algorithms for a fault tolerant MPI" (Herault): T(f) <= f(f+1) delta + f tau + f(f+1)/2 B(n), B(n) = 8 tau log2 n,
     valid for f <= floor(log2 n) - 1."""
     tau = tau_us / 1000.0
     return f * (f + 1) * delta_ms + f * tau + f * (f + 1) / 2 * 8 * tau * math.log2(n)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""ctest sim_closed_form (issue 15): phx-sim's message counts of the real
+"""ctest sim_closed_form: phx-sim's message counts of the real
 4C, EDOD and ERA state machines equal closed forms, exactly.
 
 Workload: the token of Theorem 1 (001_*) on the ring walk (hop i goes from

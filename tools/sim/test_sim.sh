@@ -63,7 +63,7 @@ if "$SIM" --n=$N --check --stop-early=1 --seed=1 --mlog=1 --app-start-ms=2500 --
     echo "FAIL: corrupted dets went unnoticed (--ml-test-swap=1)"; fail=1
 fi
 N=512 run --seed=1 --crash-random=256@3000 --until-ms=60000
-# shrink past the old 1024-rank limit (issue 15): a rank known dead before,
+# shrink past the old 1024-rank limit: a rank known dead before,
 # and rank 1 dying right after its first shrink message (its UP); every
 # survivor builds the same group: every survivor, no live rank left out
 N=2048 run --seed=1 --era=1 --shrink=1 --era-at-ms=3000 --crash=5@1000 --crash-on=1:era:1

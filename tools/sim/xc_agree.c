@@ -1,4 +1,4 @@
-/* xc_agree: K world agreements per rank, for cross_check.py (issue 15).
+/* xc_agree: K world agreements per rank, for cross_check.py.
  *
  * Usage: xc_agree K [RANK:AID[:sent]]
  *   K         agreements (MIN of a rank-derived value, as phx-sim --era=K)
