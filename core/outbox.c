@@ -1,5 +1,4 @@
 /* The outbox's consumer side (comm thread): see core/outbox.h. */
-#include "core/metrics.h"
 #include "core/node.h"
 #include "core/outbox.h"
 #include "core/send.h"
