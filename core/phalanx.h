@@ -93,7 +93,7 @@ int phx_register_type(const phx_type_t *type);
 int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len);
 int phx_argc(void);
 char **phx_argv(void);
-/* Exit codes the runtime itself chooses (README, "Exit codes"). */
+/* Exit codes the runtime itself chooses (docs/cluster.md, "Exit codes"). */
 #define PHX_EXIT_USAGE 2        /* bad command line or configuration */
 /* Before phx_main, for a bad program argument: prints the printf-style
  * reason and "usage: USAGE" to stderr (on rank 0 only, so a job says it

@@ -1,5 +1,5 @@
-/* order: an order-sensitive job for message logging (issue 11; digest
- * seed-004a-msglog.md §9 R4). P = nodes x V tasks pass 2P tokens around:
+/* order: an order-sensitive job for message logging (a replay must deliver
+ * in the recorded order, or the result differs). P = nodes x V tasks pass 2P tokens around:
  * a task folds every token it receives into a hash chain, in delivery
  * order, and forwards the token with the chain's new value to a task the
  * chain picks. Senders race (several tokens converge on one task), so the

@@ -1,5 +1,5 @@
 /* tdk project THRESH [SEED]: adaptive refinement of a 1-D binary tree, the
- * projection workload of seed 001 (§4.2, Table 2, Figs. 7-8).
+ * projection workload of the comparison paper (tdk.h, §4.2, Table 2, Figs. 7-8).
  *
  * The paper projects e^-2x on [-10, 10] and refines until a local error
  * estimate falls below a precision (1e-7 ... 1e-13). Its estimator is not

@@ -2,7 +2,7 @@
  *
  * Each hop is a fresh task spawned on the next node, so the token is the
  * only work in the system and every hop is one primary message: the
- * Theorem 1 workload of seed 001 (§3.1) with p = 1 and a fixed step count.
+ * Theorem 1 workload of the comparison paper (tdk.h, §3.1) with p = 1 and a fixed step count.
  * The task that runs hop HOPS is, by construction, the last task of the
  * job; it prints the result. Nodes known dead are skipped, so under fault
  * tolerance the token goes on unless it was on the node that died. */

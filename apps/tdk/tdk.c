@@ -261,7 +261,7 @@ int main(int argc, char **argv)
      * a node still writing to a peer that already ended the job dies of
      * SIGPIPE at the very end (about 1 run in 15 of project 1e-9 on 8
      * nodes). A write error is handled by the transport anyway. Belongs in
-     * phx_main (see the issue 5 report). */
+     * phx_main. */
     signal(SIGPIPE, SIG_IGN);
     rc = phx_main(argc, argv, main_type, NULL, 0);
     const char *r = getenv("PHX_RANK");

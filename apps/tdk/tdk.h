@@ -1,4 +1,6 @@
-/* tdk: termination-detection kernels (seed 001 §5, §6) as Phalanx programs.
+/* tdk: termination-detection kernels as Phalanx programs, from the paper
+ * "Comparing Distributed Termination Detection Algorithms for Task-Based Runtime Systems on HPC platforms"
+ * (§5, §6).
  *
  * Every kernel ends by global quiescence: no task calls phx_exit on
  * success, so the job ends only when the termination detector declares it.

@@ -1,4 +1,5 @@
-/* tdk walk HOPS QB SEED: random walk with branching (seed 001 §4.2, Fig. 6).
+/* tdk walk HOPS QB SEED: random walk with branching (the termination
+ * detection comparison paper, see tdk.h, §4.2, Fig. 6).
  *
  * A walker carries a hop budget. Each hop is a task on a uniformly random
  * node (a self-hop stays local); it spends one unit, then with probability
