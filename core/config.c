@@ -30,8 +30,9 @@ typedef struct opt {
 #define O(k, kind, field, def, help, valid) \
     { k, kind, offsetof(phx_config_t, field), sizeof(((phx_config_t *)0)->field), def, help, valid }
 static const opt_t opts[] = {
-    O("workers", OPT_INT, workers, "0", "worker threads (0: this node's share of the cores - 1, "
-      "at least 1)", NULL),
+    O("workers", OPT_INT, workers, "auto", "worker threads (auto: this node's share of the cores - 1, "
+      "at least 1; 0: none, the communication thread runs the handlers: inline mode)",
+      "auto, 0 (inline mode) or a number of threads"),
     O("busy-poll", OPT_BOOL, busy_poll, "0", "spin on queues instead of sleeping (trades a core for latency)", NULL),
     O("linger-us", OPT_INT, linger_us, "50", "idle threads yield-spin this long before sleeping (0: sleep at once)", NULL),
     O("startup-timeout", OPT_INT, startup_timeout_ms, "30000", "ms to wait for peers at startup", NULL),
@@ -99,6 +100,10 @@ static int set_opt(phx_config_t *cfg, const opt_t *o, const char *val, const cha
     switch (o->kind) {
     case OPT_INT:
     case OPT_I64:
+        if (o->off == offsetof(phx_config_t, workers) && !strcasecmp(val, "auto")) {
+            *(int *)f = -1;   /* chosen once the configuration is complete */
+            return 0;
+        }
         if (parse_i64(val, &v) || v < 0 || (o->kind == OPT_INT && v > 0x7fffffff))
             goto bad;
         if (o->kind == OPT_INT)
@@ -298,7 +303,7 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
     if (cfgfile && (rc = load_file(cfg, cfgfile, set)))
         return rc;
 
-    if (cfg->workers == 0) {
+    if (cfg->workers < 0) {
         /* The CPUs this process may run on (a container's cpuset, not the
          * whole machine). srun --cpu-bind gives each task its own: its
          * share already. */

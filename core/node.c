@@ -18,6 +18,7 @@
 #include "core/recovery.h"
 #include "core/failures.h"
 #include "core/inbound.h"
+#include "core/inline.h"
 #include "core/lifeline.h"
 #include "core/shutdown.h"
 #include "core/term.h"
@@ -121,6 +122,8 @@ static void on_drain(void *ctx, int peer, uint64_t charge)
 {
     phx_node_t *n = ctx;
     atomic_fetch_sub(&n->peer_out[peer], (int64_t)charge);
+    if (n->inl_held)
+        phx_inline_wake(n);   /* handlers held for the send budget may run */
     if (atomic_load(&n->bp_waiters)) {
         pthread_mutex_lock(&n->bp_lock);
         pthread_cond_broadcast(&n->bp_cond);
@@ -175,7 +178,8 @@ static void maybe_start_job(phx_node_t *n)
     if (n->rank != 0 || !n->all_up || n->nready < n->size - 1 || atomic_load(&n->stopping))
         return;
     n->nready = -1;   /* once */
-    PHX_INFO("node", "all %d nodes ready: starting the job (%d workers here)", n->size, n->nworkers);
+    PHX_INFO("node", "all %d nodes ready: starting the job (%d workers here)", n->size,
+             n->inline_mode ? 0 : n->nworkers);
     phx_msg_t *m = phx_msg_alloc(n->main_len);
     if (!m) {
         phx_node_exit(n, 1, 1);
@@ -225,6 +229,8 @@ static void on_async(uv_async_t *a)
     phx_node_drain_outbox(n);
     phx_term_poll(n);
     phx_inbound_resume(n);
+    if (n->inline_mode)
+        phx_inline_wake(n);   /* messages queued from another thread */
 }
 
 int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
@@ -277,7 +283,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
         memcpy(secret, "single-node", 11);
         slen = 11;
     }
-    if (phx_recovery_configure(n))
+    if (phx_inline_check(n) || phx_recovery_configure(n))
         return 2;
     if (phx_term_create(n))
         return 2;
@@ -285,7 +291,8 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     n->pool = phx_pool_create();
     n->processed = calloc((size_t)n->size, sizeof *n->processed);
     n->peer_out = calloc((size_t)n->size, sizeof *n->peer_out);
-    n->nworkers = n->cfg.workers;
+    n->inline_mode = n->cfg.workers == 0;
+    n->nworkers = n->inline_mode ? 1 : n->cfg.workers;
     n->workers = calloc((size_t)n->nworkers, sizeof *n->workers);
     n->batch_h = calloc((size_t)n->nworkers, sizeof *n->batch_h);
     n->batch_t = calloc((size_t)n->nworkers, sizeof *n->batch_t);
@@ -317,6 +324,13 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
         phx_map_init(&w->tasks);
         phx_map_init(&w->pending);
         phx_map_init(&w->gone);
+        if (n->inline_mode) {
+            if (phx_inline_init(n)) {
+                fprintf(stderr, "phalanx: out of memory\n");
+                return 1;
+            }
+            continue;
+        }
         if (pthread_create(&w->th, NULL, phx_worker_main, w)) {
             fprintf(stderr, "phalanx: cannot start worker thread %d\n", i);
             return 1;
@@ -417,6 +431,10 @@ static void backpressure(phx_node_t *n, int peer, int64_t charge)
     int64_t q = atomic_fetch_add(&n->peer_out[peer], charge);
     if (q <= n->cfg.send_buffer)
         return;
+    if (n->inline_mode) {   /* on the comm thread: acks cannot come while we wait */
+        n->inl_held = 1;
+        return;
+    }
     pthread_mutex_lock(&n->bp_lock);
     atomic_fetch_add(&n->bp_waiters, 1);
     while (atomic_load(&n->peer_out[peer]) - charge > n->cfg.send_buffer && !atomic_load(&n->stopping))

@@ -8,6 +8,7 @@
 #include "core/eventlog.h"
 #include "core/failures.h"
 #include "core/ft.h"
+#include "core/inline.h"
 #include "core/lifeline.h"
 #include "core/metrics.h"
 #include "core/outbox.h"
@@ -39,7 +40,8 @@ void phx_node_exit(phx_node_t *n, int code, int propagate)
             phx_net_send(n->net, r, &h, NULL, 0, NULL, 0, 0);
         }
     }
-    for (int i = 0; i < n->nworkers; i++) {
+    phx_inline_stop(n);
+    for (int i = 0; i < n->nworkers && !n->inline_mode; i++) {
         phx_msg_t *m = phx_msg_alloc(0);
         if (!m)
             abort();   /* cannot stop workers cleanly without it */
@@ -104,7 +106,7 @@ static void print_stats(phx_node_t *n)
 
 void phx_shutdown_free(phx_node_t *n)
 {
-    for (int i = 0; i < n->nworkers; i++)
+    for (int i = 0; i < n->nworkers && !n->inline_mode; i++)
         pthread_join(n->workers[i].th, NULL);
     if (getenv("PHX_STATS"))
         print_stats(n);
