@@ -460,7 +460,7 @@ static int route(phx_ctx_t *c, phx_msg_t *m, phx_tid_t dst)
         return 0;
     }
     m->peer = home;
-    backpressure(n, home, (int64_t)m->hdr.len + PHX_FRAME_HDR);
+    backpressure(n, home, phx_msg_charge(m->hdr.len));
     phx_node_enqueue_out(n, m);
     return 0;
 }

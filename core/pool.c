@@ -120,6 +120,10 @@ phx_msg_t *phx_msg_alloc(size_t len)
         }
         if (m) {
             p->free[c] = next_of(m);
+            /* The next buffer was likely freed on another core: start
+             * fetching it now, senders allocate back to back. */
+            if (p->free[c])
+                __builtin_prefetch(p->free[c], 1);
             if (p->nfree[c])
                 p->nfree[c]--;
         }

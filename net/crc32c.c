@@ -23,6 +23,13 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t c, const uint8
         c64 = _mm_crc32_u64(c64, v);
     }
     c = (uint32_t)c64;
+    if (n >= 4) {
+        uint32_t v;
+        memcpy(&v, b, 4);
+        c = _mm_crc32_u32(c, v);
+        b += 4;
+        n -= 4;
+    }
     for (; n; n--, b++)
         c = _mm_crc32_u8(c, *b);
     return c;

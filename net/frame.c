@@ -4,6 +4,7 @@
 #include "base/phx_err.h"
 
 #include <stdarg.h>
+#include <string.h>
 #include <stdio.h>
 
 int phx_frame_type_valid(unsigned t)
@@ -77,10 +78,10 @@ static void get_hdr(const uint8_t *b, phx_frame_hdr_t *h)
  * neither the payload nor the rest of the header twice. */
 static uint32_t hdr_crc(uint32_t c, const uint8_t *hdr)
 {
-    static const uint8_t zero4[4];
-    c = phx_crc32c(c, hdr, 12);
-    c = phx_crc32c(c, zero4, 4);
-    return phx_crc32c(c, hdr + 16, PHX_FRAME_HDR - 16);
+    uint8_t h[PHX_FRAME_HDR];   /* one pass over a copy beats three short ones */
+    memcpy(h, hdr, sizeof h);
+    memset(h + 12, 0, 4);
+    return phx_crc32c(c, h, sizeof h);
 }
 
 static uint32_t payload_crc(const void *payload, uint32_t len)
