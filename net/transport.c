@@ -637,7 +637,7 @@ static int link_frame(conn_t *c, const phx_frame_hdr_t *h)
 {
     peer_t *p = c->peer;
     uint64_t freed = 0;
-    int held = window_full(p->link);
+    int held = p->obuf.len && window_full(p->link);   /* only queued frames wait for the window */
     if (phx_link_on_ack(p->link, h->lack, &freed) < 0) {
         conn_close_f(c, "ack for a frame never sent", CC_STRIKE);
         return -1;
