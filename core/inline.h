@@ -13,7 +13,9 @@
  * gets its node suspected). Sends never block: a handler's sends are
  * queued, and no further handler runs while a peer holds more than
  * send-buffer unacknowledged bytes. Recovery modes pause worker threads
- * at handler boundaries and are refused here.
+ * at handler boundaries and are refused here; agreements and group
+ * operations (phx_agree and the rest), which wait in the handler for the
+ * comm thread, return PHX_ENOTSUP.
  *
  * Comm thread only, unless stated otherwise. */
 #ifndef PHX_CORE_INLINE_H

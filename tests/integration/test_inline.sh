@@ -47,6 +47,14 @@ timeout -k 5 "$JOB_TIMEOUT" "$BIN/phx" run -n 2 --phx-workers=0 --phx-ft=1 --phx
 rc=$?
 check "workers=0 with recovery=cr: exit 2 (rc $rc)" [ "$rc" = 2 ]
 check "workers=0 with recovery=cr: says why" grep -q "workers=0 (inline mode) .*recovery=cr" "$TMP/cr.err"
+# A call that waits for the comm thread (agreement) would wait on itself:
+# it returns at once, saying why, rather than hang the node.
+timeout -k 5 "$JOB_TIMEOUT" "$BIN/phx" run -n 2 --phx-workers=0 --phx-ft=1 "$BIN/agree" -k 2 \
+    >"$TMP/agree.out" 2>"$TMP/agree.err"
+rc=$?
+check "agree inline: ends (rc $rc, not the timeout's 124)" [ "$rc" != 124 ]
+check "agree inline: phx_agree returns 'not supported'" grep -q "agree k=0 .*rc=Operation not supported" "$TMP/agree.out"
+check "agree inline: the node says why" grep -q "need worker threads: not available with workers=0" "$TMP/agree.err"
 # The default stays threaded: auto picks at least one worker thread.
 job_auto() {
     timeout -k 5 "$JOB_TIMEOUT" "$BIN/phx" run -n 2 "$BIN/fib" 12 >"$TMP/auto.out" 2>"$TMP/auto.err"
