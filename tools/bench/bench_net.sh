@@ -61,6 +61,10 @@ for _ in $(seq "$REPS"); do
 done
 echo "load average at end: $(load)"
 
+# paired A B: the median over rounds of A's figure over B's, taken in the
+# same round (the host's load moves both alike; a ratio of medians can pair
+# a quiet minute of one with a busy one of the other).
+paired() { paste "$T/$1.fig" "$T/$2.fig" | awk '$1 > 0 && $2 > 0 { print $1 / $2 }' | median | awk '{ printf "%.2f", $1 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; }
 ns_per() { awk -v c="$1" -v n="$2" 'BEGIN { printf "%.0f", c * 1e9 / n }'; }
 s_per_gb() { awk -v c="$1" -v n="$2" -v s="$3" 'BEGIN { printf "%.3f", c / (n * s / 1e9) }'; }
@@ -92,9 +96,11 @@ lat_row spin.raw "spinning" "raw TCP" spin.raw
 lat_row lat.new default phalanx lat.raw
 [ -n "$OLD" ] && lat_row lat.old default old lat.raw
 lat_row lat.raw "blocking" "raw TCP" lat.raw
+printf '\nsame-round ratios, median over rounds: spinning round trip inline / raw %sx, threads / raw %sx; ' \
+    "$(paired spin.inline spin.raw)" "$(paired spin.threads spin.raw)"
+printf 'bandwidth / raw: 1 MiB %sx, 64 KiB %sx\n' "$(paired bw.new bw.raw)" "$(paired bw64.new bw64.raw)"
 if [ -n "$OLD" ]; then
-    printf '\nagainst %s, interleaved: rate %sx, CPU per message %sx; 1 MiB bandwidth %sx; default round trip %sx\n' \
-        "$OLD" "$(ratio "$(med rate.new fig)" "$(med rate.old fig)")" \
-        "$(ratio "$(med rate.new cpu)" "$(med rate.old cpu)")" \
-        "$(ratio "$(med bw.new fig)" "$(med bw.old fig)")" "$(ratio "$(med lat.new fig)" "$(med lat.old fig)")"
+    printf 'against %s, same rounds: rate %sx, CPU per message %sx; 1 MiB bandwidth %sx; default round trip %sx\n' \
+        "$OLD" "$(paired rate.new rate.old)" "$(ratio "$(med rate.new cpu)" "$(med rate.old cpu)")" \
+        "$(paired bw.new bw.old)" "$(paired lat.new lat.old)"
 fi
