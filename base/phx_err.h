@@ -21,6 +21,7 @@
 #define PHX_ETIMEDOUT   (-ETIMEDOUT)
 #define PHX_ECONNREFUSED (-ECONNREFUSED)
 #define PHX_ECANCELED   (-ECANCELED)
+#define PHX_ENOTSUP     (-ENOTSUP)
 #define PHX_EPROTO      (-4001)   /* malformed wire data */
 #define PHX_EAUTH       (-4002)   /* peer failed authentication */
 #define PHX_EVERSION    (-4003)   /* unsupported wire version */

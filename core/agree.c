@@ -163,6 +163,15 @@ static int run_req(phx_ctx_t *c, agree_req_t *r)
     phx_agree_t *a = n->agree;
     if (!a)
         return PHX_EINVAL;
+    if (n->inline_mode) {
+        /* The handler runs on the comm thread, which would wait on itself
+         * (core/inline.h). */
+        static _Atomic int told;
+        if (!atomic_exchange(&told, 1))
+            PHX_ERROR("agree", "agreements and group operations need worker threads: not available "
+                               "with workers=0 (inline mode)");
+        return PHX_ENOTSUP;
+    }
     phx_msg_t *m = phx_msg_alloc(sizeof r);
     if (!m)
         return PHX_ENOMEM;

@@ -36,8 +36,9 @@ typedef struct opt {
 #define OX(k, kind, field, def, help, valid, lo, hi, choices) \
     { k, kind, offsetof(phx_config_t, field), sizeof(((phx_config_t *)0)->field), def, help, valid, lo, hi, choices }
 static const opt_t opts[] = {
-    O("workers", OPT_INT, workers, "0", "worker threads (0: this node's share of the cores - 1, "
-      "at least 1)", NULL),
+    O("workers", OPT_INT, workers, "auto", "worker threads (auto: this node's share of the cores - 1, "
+      "at least 1; 0: none, the communication thread runs the handlers: inline mode)",
+      "auto, 0 (inline mode) or a number of threads"),
     O("busy-poll", OPT_BOOL, busy_poll, "0", "spin on queues instead of sleeping (trades a core for latency)", NULL),
     O("linger-us", OPT_INT, linger_us, "50", "idle threads yield-spin this long before sleeping (0: sleep at once)", NULL),
     O("startup-timeout", OPT_INT, startup_timeout_ms, "30000", "ms to wait for peers at startup", NULL),
@@ -197,6 +198,10 @@ static int set_opt(phx_config_t *cfg, const opt_t *o, const char *val, const cha
     switch (o->kind) {
     case OPT_INT:
     case OPT_I64:
+        if (o->off == offsetof(phx_config_t, workers) && !strcasecmp(val, "auto")) {
+            *(int *)f = -1;   /* chosen once the configuration is complete */
+            return 0;
+        }
         if (parse_i64(val, &v) || v < o->lo || v > (o->hi ? o->hi : o->kind == OPT_INT ? 0x7fffffff : INT64_MAX))
             goto bad;
         if (o->kind == OPT_INT)
@@ -475,7 +480,7 @@ static int check_opts(const phx_config_t *cfg, int cpus, int size)
     int ckpt = strcmp(cfg->recovery, "none") != 0;
     if (cpus > 0 && cfg->workers > phx_config_max_workers(cpus)) {
         fprintf(stderr, "phalanx: bad value %d for option workers: at most %d on this host (%d CPU%s: 8 "
-                        "threads per CPU, at least 64); 0 picks this node's share of the cores\n",
+                        "threads per CPU, at least 64); auto picks this node's share of the cores\n",
                 cfg->workers, phx_config_max_workers(cpus), cpus, cpus == 1 ? "" : "s");
         return PHX_EINVAL;
     }
@@ -540,7 +545,7 @@ int phx_config_load(phx_config_t *cfg, int *argc, char **argv)
     if ((rc = check_opts(cfg, cpus, 0)))
         return rc;
 
-    if (cfg->workers == 0) {
+    if (cfg->workers < 0) {
         /* srun --cpu-bind gives each task its own CPUs: its share already. */
         const char *ls = getenv("PHX_LOCAL_SIZE");
         int64_t local = 1;

@@ -41,7 +41,7 @@ typedef struct phx_config {
                                       * rank's port and handed down (close-on-exec from here on;
                                       * the transport takes it); -1: bind the port */
     /* options */
-    int workers;                     /* worker threads; default ncpu-1, min 1 */
+    int workers;                     /* worker threads: auto (ncpu-1, min 1), or 0: inline mode */
     int busy_poll;                   /* spin instead of sleeping */
     int linger_us;                   /* yield-spin this long before parking */
     int startup_timeout_ms;          /* give up connecting after this */

@@ -9,6 +9,7 @@
 #include "core/node.h"
 #include "core/ctl_msg.h"
 #include "core/eventlog.h"
+#include "core/inline.h"
 #include "core/service.h"
 #include "base/phx_log.h"
 
@@ -71,7 +72,8 @@ void phx_node_exit(phx_node_t *n, int code, int propagate)
             phx_net_send(n->net, r, &h, NULL, 0, b, sizeof b, 0);
         }
     }
-    for (int i = 0; i < n->nworkers; i++) {
+    phx_inline_stop(n);
+    for (int i = 0; i < n->nworkers && !n->inline_mode; i++) {
         phx_msg_t *m = phx_msg_alloc(0);
         if (!m)
             abort();   /* cannot stop workers cleanly without it */

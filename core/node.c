@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/inline.h"
 #include "core/node.h"
 #include "core/recovery.h"
 #include "base/phx_err.h"
@@ -52,6 +53,10 @@ static void futex_wake(_Atomic uint32_t *w)
 
 void phx_worker_wake(phx_worker_t *w)
 {
+    if (w->node->inline_mode) {   /* the comm thread is the worker */
+        phx_inline_wake(w->node);
+        return;
+    }
     /* Dekker pairing with the worker's sleeping=1 then re-check: one of us
      * sees the other's write. */
     atomic_thread_fence(memory_order_seq_cst);
@@ -119,7 +124,9 @@ void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m)
     atomic_fetch_add_explicit(&n->work, 1, memory_order_relaxed);
     PHX_HANDOFF_RELEASE(m);
     cds_wfcq_enqueue(&n->oh, &n->ot, &m->qn);
-    if (!n->cfg.busy_poll)
+    if (n->inline_mode)
+        phx_inline_wake(n);   /* drained after the handler, no wake-up */
+    else if (!n->cfg.busy_poll)
         uv_async_send(&n->async);
 }
 
@@ -130,6 +137,10 @@ static void backpressure(phx_node_t *n, int peer, int64_t charge)
     int64_t q = atomic_fetch_add(&n->peer_out[peer], charge);
     if (q <= n->cfg.send_buffer)
         return;
+    if (n->inline_mode) {   /* on the comm thread: acks cannot come while we wait */
+        n->inl_held = 1;
+        return;
+    }
     pthread_mutex_lock(&n->bp_lock);
     atomic_fetch_add(&n->bp_waiters, 1);
     while (atomic_load(&n->peer_out[peer]) - charge > n->cfg.send_buffer && !atomic_load(&n->stopping))
@@ -152,7 +163,7 @@ static int route(phx_ctx_t *c, phx_msg_t *m, phx_tid_t dst)
     const phx_recovery_ops_t *rh = phx_node_rec_hooks(n);
     if (rh && rh->send)
         rh->send(n->rec_st, c->w->id);
-    backpressure(n, home, (int64_t)m->hdr.len + PHX_FRAME_HDR);
+    backpressure(n, home, phx_msg_charge(m->hdr.len));
     phx_node_enqueue_out(n, m);
     return 0;
 }

@@ -95,6 +95,15 @@ struct phx_node {
 
     phx_worker_t *workers;
     int nworkers;
+    /* Inline mode (workers=0, core/inline.h): one worker, no thread; the
+     * comm thread (comm_th) runs it from inl_idle, its batch under way in
+     * inl_h/inl_t; inl_held: a peer is over send-buffer, no handler runs.
+     * Comm thread only. */
+    int inline_mode, inl_open, inl_held;
+    uv_idle_t inl_idle;
+    struct cds_wfcq_head inl_h;
+    struct cds_wfcq_tail inl_t;
+    pthread_t comm_th;
     struct cds_wfcq_head oh;    /* outbox */
     struct cds_wfcq_tail ot;
 
@@ -202,6 +211,11 @@ void phx_worker_wake(phx_worker_t *w);
 void phx_task_free(phx_task_t *t);
 /* Worker entry point. */
 void *phx_worker_main(void *arg);
+/* w's thread (or the comm thread in inline mode): handles what w's inbox
+ * holds, appended to the batch lh/lt, until the batch is empty, a pause
+ * begins or budget messages were handled; settles the counters. Returns 1
+ * once it handled PHX_MK_STOP (the batch is then freed), else 0. */
+int phx_worker_step(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt, long budget);
 /* Comm thread: begin the end of the job with code (PHX_EXIT_WORK_LOST in
  * place of 0 when a node died and nothing covered its work); propagate
  * tells peers. Stops the services through their table (core/ending.c). */

@@ -9,8 +9,9 @@ static const uint32_t class_keep[NCLASS] = { 8192, 2048, 128, 16 };
 
 struct phx_pool {
     phx_msg_t *free[NCLASS];               /* owner thread only */
-    uint32_t nfree[NCLASS];
+    uint32_t nfree[NCLASS];                /* about: see phx_msg_alloc */
     _Atomic(phx_msg_t *) remote[NCLASS];   /* pushed by others, drained by owner */
+    _Atomic uint32_t nremote[NCLASS];      /* messages pushed to remote[], about */
 };
 
 static _Thread_local phx_pool_t *cur_pool;
@@ -45,6 +46,7 @@ const char *__tsan_default_suppressions(void)
 typedef struct defer {
     phx_pool_t *owner;
     int cls;
+    uint32_t n;
     phx_msg_t *head, *tail;
 } defer_t;
 static _Thread_local defer_t deferred[NDEFER];
@@ -106,15 +108,22 @@ phx_msg_t *phx_msg_alloc(size_t len)
             /* acquire pairs with the pushers' release: their writes to the
              * messages' memory happen-before our reuse. */
             m = atomic_exchange_explicit(&p->remote[c], NULL, memory_order_acquire);
-            uint32_t n = 0;
-            for (phx_msg_t *x = m; x; x = next_of(x))
-                n++;
+            /* The count comes from the pushers, not from walking the chain:
+             * a walk touched every returned buffer once more, cold (one
+             * chain can hold a whole send buffer's worth). A push between
+             * the two exchanges makes it off by that chain for a while;
+             * it only bounds what the free list keeps. */
             p->free[c] = m;
-            p->nfree[c] = n;
+            p->nfree[c] = m ? atomic_exchange_explicit(&p->nremote[c], 0, memory_order_relaxed) : 0;
         }
         if (m) {
             p->free[c] = next_of(m);
-            p->nfree[c]--;
+            /* The next buffer was likely freed on another core: start
+             * fetching it now, senders allocate back to back. */
+            if (p->free[c])
+                __builtin_prefetch(p->free[c], 1);
+            if (p->nfree[c])
+                p->nfree[c]--;
         }
     }
     if (!m) {
@@ -136,8 +145,9 @@ phx_msg_t *phx_msg_alloc(size_t len)
     return m;
 }
 
-static void push_chain(phx_pool_t *o, int c, phx_msg_t *head, phx_msg_t *tail)
+static void push_chain(phx_pool_t *o, int c, uint32_t n, phx_msg_t *head, phx_msg_t *tail)
 {
+    atomic_fetch_add_explicit(&o->nremote[c], n, memory_order_relaxed);
     phx_msg_t *old = atomic_load_explicit(&o->remote[c], memory_order_relaxed);
     do {
         set_next(tail, old);
@@ -150,8 +160,9 @@ void phx_pool_flush(void)
     for (int i = 0; i < NDEFER; i++) {
         defer_t *d = &deferred[i];
         if (d->head)
-            push_chain(d->owner, d->cls, d->head, d->tail);
+            push_chain(d->owner, d->cls, d->n, d->head, d->tail);
         d->owner = NULL;
+        d->n = 0;
         d->head = d->tail = NULL;
     }
 }
@@ -179,13 +190,15 @@ void phx_msg_free(phx_msg_t *m)
     defer_t *d = &deferred[((uintptr_t)o >> 6 ^ (uintptr_t)c) % NDEFER];
     if (d->owner != o || d->cls != c) {
         if (d->head)
-            push_chain(d->owner, d->cls, d->head, d->tail);
+            push_chain(d->owner, d->cls, d->n, d->head, d->tail);
         d->owner = o;
         d->cls = c;
+        d->n = 0;
         d->head = d->tail = NULL;
     }
     set_next(m, d->head);
     d->head = m;
+    d->n++;
     if (!d->tail)
         d->tail = m;
 }

@@ -10,7 +10,7 @@ static void msg_release(void *m) { phx_msg_free(m); }
 
 void phx_send_msg(phx_node_t *n, phx_msg_t *m, const uint8_t *pb, size_t pbsz)
 {
-    uint64_t charge = (uint64_t)m->hdr.len + PHX_FRAME_HDR;
+    uint64_t charge = (uint64_t)phx_msg_charge(m->hdr.len);
     int peer = m->peer;
     phx_recovery_on_send(n, m);
     int rc = phx_net_send_ref(n->net, peer, &m->hdr, pb, pbsz, m->data, m->hdr.len, charge, msg_release, m);

@@ -55,7 +55,7 @@ static void print_stats(phx_node_t *n)
 
 void phx_shutdown_free(phx_node_t *n)
 {
-    for (int i = 0; i < n->nworkers; i++)
+    for (int i = 0; i < n->nworkers && !n->inline_mode; i++)
         pthread_join(n->workers[i].th, NULL);
     if (getenv("PHX_STATS"))
         print_stats(n);

@@ -1,4 +1,5 @@
 /* Worker threads: run tasks, one message at a time per task. */
+#include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
@@ -7,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/inline.h"
 #include "core/node.h"
 #include "core/recovery.h"
 #include "base/phx_err.h"
@@ -24,7 +26,8 @@ static void futex_wait(_Atomic uint32_t *w, uint32_t v)
  * idleness (termination detection). */
 static void work_done(phx_node_t *n, int64_t k)
 {
-    if (atomic_fetch_sub_explicit(&n->work, k, memory_order_acq_rel) == k && !n->cfg.busy_poll)
+    if (atomic_fetch_sub_explicit(&n->work, k, memory_order_acq_rel) == k && !n->cfg.busy_poll &&
+        !n->inline_mode)   /* inline: the comm thread looks right after the batch */
         uv_async_send(&n->async);
 }
 
@@ -341,6 +344,66 @@ static void app(phx_worker_t *w, phx_msg_t *m)
     tail->qn.next = &m->qn;
 }
 
+int phx_worker_step(phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt, long budget)
+{
+    phx_node_t *n = w->node;
+    __cds_wfcq_splice_blocking(lh, lt, &w->ih, &w->it);
+    /* Counters are settled once per batch: one atomic each instead of
+     * one per message keeps the cache lines from bouncing. Finishing the
+     * batch before decrementing `work` only delays idleness. */
+    int64_t handled = 0, inbound = 0;
+    struct cds_wfcq_node *qn;
+    while (handled < budget && !atomic_load_explicit(&n->rec_pause, memory_order_relaxed) &&
+           (qn = __cds_wfcq_dequeue_blocking(lh, lt))) {
+        phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
+        PHX_HANDOFF_ACQUIRE(m);
+        int src_node = m->peer;
+        int64_t len = m->hdr.len;
+        switch (m->kind) {
+        case PHX_MK_STOP:
+            phx_msg_free(m);
+            /* The job is over: whatever is still queued is discarded. */
+            while ((qn = __cds_wfcq_dequeue_blocking(lh, lt)))
+                phx_msg_free(caa_container_of(qn, phx_msg_t, qn));
+            phx_pool_flush();
+            return 1;
+        case PHX_MK_SPAWN:
+            spawn(w, m);
+            break;
+        case PHX_MK_APP:
+            app(w, m);
+            break;
+        case PHX_MK_KICK:
+            kick(w, m->hdr.dst);
+            phx_msg_free(m);
+            break;
+        default:
+            PHX_ERROR("worker", "unexpected message kind %u", m->kind);
+            phx_msg_free(m);
+        }
+        if (src_node >= 0 && src_node != n->rank) {
+            inbound += len;
+            if (!w->processed[src_node]++)
+                w->touched[w->ntouched++] = src_node;
+        }
+        handled++;
+    }
+    for (int i = 0; i < w->ntouched; i++) {
+        int s = w->touched[i];
+        atomic_fetch_add_explicit(&n->processed[s], w->processed[s], memory_order_release);
+        w->processed[s] = 0;
+    }
+    w->ntouched = 0;
+    phx_pool_flush();
+    if (inbound) {
+        int64_t q = atomic_fetch_sub(&n->inbound, inbound) - inbound;
+        if (q <= n->cfg.recv_buffer / 2 && atomic_load(&n->reads_paused) && !n->cfg.busy_poll && !n->inline_mode)
+            uv_async_send(&n->async);   /* the comm thread resumes reading */
+    }
+    work_done(n, handled);
+    return 0;
+}
+
 void *phx_worker_main(void *arg)
 {
     phx_worker_t *w = arg;
@@ -396,59 +459,7 @@ void *phx_worker_main(void *arg)
         }
         spins = 0;
         idle_since = 0;
-        __cds_wfcq_splice_blocking(&lh, &lt, &w->ih, &w->it);
-        /* Counters are settled once per batch: one atomic each instead of
-         * one per message keeps the cache lines from bouncing. Finishing the
-         * batch before decrementing `work` only delays idleness. */
-        int64_t handled = 0, inbound = 0;
-        struct cds_wfcq_node *qn;
-        while (!atomic_load_explicit(&n->rec_pause, memory_order_relaxed) &&
-               (qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
-            phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
-            PHX_HANDOFF_ACQUIRE(m);
-            int src_node = m->peer;
-            int64_t len = m->hdr.len;
-            switch (m->kind) {
-            case PHX_MK_STOP:
-                phx_msg_free(m);
-                /* The job is over: whatever is still queued is discarded. */
-                while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt)))
-                    phx_msg_free(caa_container_of(qn, phx_msg_t, qn));
-                phx_pool_flush();
-                return NULL;
-            case PHX_MK_SPAWN:
-                spawn(w, m);
-                break;
-            case PHX_MK_APP:
-                app(w, m);
-                break;
-            case PHX_MK_KICK:
-                kick(w, m->hdr.dst);
-                phx_msg_free(m);
-                break;
-            default:
-                PHX_ERROR("worker", "unexpected message kind %u", m->kind);
-                phx_msg_free(m);
-            }
-            if (src_node >= 0 && src_node != n->rank) {
-                inbound += len;
-                if (!w->processed[src_node]++)
-                    w->touched[w->ntouched++] = src_node;
-            }
-            handled++;
-        }
-        for (int i = 0; i < w->ntouched; i++) {
-            int s = w->touched[i];
-            atomic_fetch_add_explicit(&n->processed[s], w->processed[s], memory_order_release);
-            w->processed[s] = 0;
-        }
-        w->ntouched = 0;
-        phx_pool_flush();
-        if (inbound) {
-            int64_t q = atomic_fetch_sub(&n->inbound, inbound) - inbound;
-            if (q <= n->cfg.recv_buffer / 2 && atomic_load(&n->reads_paused) && !n->cfg.busy_poll)
-                uv_async_send(&n->async);   /* the comm thread resumes reading */
-        }
-        work_done(n, handled);
+        if (phx_worker_step(w, &lh, &lt, LONG_MAX))
+            return NULL;
     }
 }

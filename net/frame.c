@@ -4,6 +4,7 @@
 #include "base/phx_err.h"
 
 #include <stdarg.h>
+#include <string.h>
 #include <stdio.h>
 
 int phx_frame_type_valid(unsigned t)
@@ -109,10 +110,10 @@ uint64_t phx_frame_peek_lseq(const uint8_t *hdr)
  * neither the payload nor the rest of the header twice. */
 static uint32_t hdr_crc(uint32_t c, const uint8_t *hdr)
 {
-    static const uint8_t zero4[4];
-    c = phx_crc32c(c, hdr, 12);
-    c = phx_crc32c(c, zero4, 4);
-    return phx_crc32c(c, hdr + 16, PHX_FRAME_HDR - 16);
+    uint8_t h[PHX_FRAME_HDR];   /* one pass over a copy beats three short ones */
+    memcpy(h, hdr, sizeof h);
+    memset(h + 12, 0, 4);
+    return phx_crc32c(c, h, sizeof h);
 }
 
 static uint32_t payload_crc(const void *payload, uint32_t len)

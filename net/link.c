@@ -23,6 +23,7 @@ struct phx_link {
     batch_t *q;                 /* retained batches, oldest at head */
     size_t head, n, cap;        /* ring buffer of batches */
     uint64_t bytes;
+    uint64_t copied;            /* of bytes: in the batches themselves (not referenced) */
     /* Released buffers kept for reuse: a fresh multi-megabyte buffer per
      * write costs more in page faults than the copy into it. */
     struct spare { uint8_t *data; size_t len; } *spare;
@@ -102,6 +103,7 @@ static uint64_t pop_acked(phx_link_t *l)
         batch_t *b = at(l, 0);
         charge += b->charge;
         l->bytes -= b->len + b->ext_bytes;
+        l->copied -= b->len;
         release(l, b->data, b->cap);
         phx_link_ext_free(b->ext, b->next);
         l->head = (l->head + 1) % l->cap;
@@ -122,7 +124,7 @@ uint64_t phx_link_reset(phx_link_t *l)
         l->n--;
     }
     l->sealed = l->acked = l->recvd = l->ack_sent = 0;
-    l->bytes = 0;
+    l->bytes = l->copied = 0;
     while (l->nspare)
         free(l->spare[--l->nspare].data);
     l->spare_bytes = 0;
@@ -227,6 +229,7 @@ int phx_link_retain_ext(phx_link_t *l, uint8_t *data, size_t len, size_t cap, in
     *at(l, l->n) = (batch_t){ data, len, cap, first, last, charge, ext, next, eb };
     l->n++;
     l->bytes += len + eb;
+    l->copied += len;
     return 0;
 }
 
@@ -291,6 +294,7 @@ long phx_link_resend(phx_link_t *l, uint8_t **out)
 }
 
 uint64_t phx_link_retained(const phx_link_t *l) { return l->bytes; }
+uint64_t phx_link_retained_copied(const phx_link_t *l) { return l->copied; }
 
 int phx_link_on_recv(phx_link_t *l, uint64_t seq)
 {

@@ -86,6 +86,9 @@ uint8_t *phx_link_spare(phx_link_t *l, size_t *cap);
 
 /* Bytes retained (written, not yet acked; referenced bytes included). */
 uint64_t phx_link_retained(const phx_link_t *l);
+/* Of those, the bytes held in the link's own batches (copied frames);
+ * the rest are referenced payloads. */
+uint64_t phx_link_retained_copied(const phx_link_t *l);
 
 /* ---- receiving ---- */
 

@@ -38,6 +38,19 @@
 #define SEND_WINDOW (1u << 20)
 #endif
 #define ACK_EAGER_BYTES (SEND_WINDOW / 4)
+/* Referenced payloads (zero-copy frames: large messages, written from the
+ * sender's own buffer) cycle no transport memory through the cache, so
+ * they get a wider window: with SEND_WINDOW alone one 1 MiB message filled
+ * it and large messages went one per round trip, the link idle while the
+ * acknowledgement came back. This keeps several in flight. */
+#ifndef SEND_WINDOW_REF
+#define SEND_WINDOW_REF (8u << 20)
+#endif
+
+static int window_full(const phx_link_t *l)
+{
+    return phx_link_retained_copied(l) >= SEND_WINDOW || phx_link_retained(l) >= SEND_WINDOW_REF;
+}
 
 /* conn_close flags */
 #define CC_STRIKE 1             /* protocol violation or failed authentication */
@@ -345,7 +358,7 @@ static void peer_flush(peer_t *p)
 {
     if (!p->up || p->writing || p->resend_pending)
         return;
-    int hold = p->obuf.len && phx_link_retained(p->link) >= SEND_WINDOW;
+    int hold = p->obuf.len && window_full(p->link);
     int ack_only = (p->obuf.len == 0 || hold) && p->cbuf.len == 0;
     if (ack_only && !(p->ack_now && phx_link_ack_due(p->link)))
         return;
@@ -628,13 +641,14 @@ static void on_ack_timer(uv_timer_t *t)
 static int link_frame(conn_t *c, const phx_frame_hdr_t *h)
 {
     peer_t *p = c->peer;
-    uint64_t freed = 0, held = phx_link_retained(p->link);
+    uint64_t freed = 0;
+    int held = p->obuf.len && window_full(p->link);   /* only queued frames wait for the window */
     if (phx_link_on_ack(p->link, h->lack, &freed) < 0) {
         conn_close_f(c, "ack for a frame never sent", CC_STRIKE);
         return -1;
     }
     drain(p, freed);
-    if (held >= SEND_WINDOW && phx_link_retained(p->link) < SEND_WINDOW && p->obuf.len)
+    if (held && !window_full(p->link) && p->obuf.len)
         mark_dirty(p);   /* the window opened */
     if (h->type == PHX_FT_ACK) {
         if (h->lseq || h->len) {
