@@ -8,7 +8,9 @@
 #   backup (clean abort, no result), N-2 ranks one after another (each once
 #   its predecessor's restore is backed up), SIGSTOP past delta (fenced,
 #   result exact; SIGCONT once the event logs show the notice), deaths at
-#   the labelled steal/backup points, and the root (documented abort).
+#   the labelled steal/backup points, and rank 0, the first reduction root
+#   (exact, reported by the next root; a clean abort only before any start
+#   message left).
 # Usage: test_uts.sh BINDIR   Env: PHX_HB_TIMEOUT (delta, ms), SEED.
 BIN=$1
 . "$(dirname "$0")/../../ft/glb/glb_it.sh"
@@ -48,17 +50,27 @@ expect_lost pair 2 3 $N --glb-ft=on --glb-die=P:2:2:kill=3
 # after the backup (R5) is survived (the seq6 chain above).
 expect_lost restore-r1 2 3 $N --glb-ft=on --glb-die=P:2:2,R1:3:1
 
-# The root is the reduction root: its loss is a documented clean abort.
-job root $N --glb-ft=on --glb-die=P:0:1
-check "root: non-zero exit ($RC)" [ "$RC" != 0 ]
-check "root: names the loss" grep -q "unrecoverable: lost rank 0" "$TMP/root.err"
-check "root: no result printed" sh -c "! grep -q 'Tree size' '$TMP/root.out'"
+# Rank 0 (the first reduction root, holding the whole tree at the start)
+# is lost like any rank: its state is backed up, the lowest live rank takes
+# over the waves and reports the exact count. Mid-run (its first and
+# second P points: rank 0 starts only once every node has its start
+# message, so every loss of it finds all nodes started), as the victim of
+# its first steal (steal backup sent, first gift sent), while it collects
+# a termination wave, and then the new root lost too once it backed up
+# rank 0's adopted state (R5).
+expect_root root-p1 $N --glb-ft=on --glb-die=P:0:1
+expect_root root-midrun $N --glb-ft=on --glb-die=P:0:2
+expect_root root-v1 4 --glb-ft=on --glb-die=V1:0:1
+expect_root root-v2 $N --glb-ft=on --glb-die=V2:0:1
+expect_root root-wave $N --glb-ft=on --glb-die=WR:0:1
+expect_root root-chain $N --glb-ft=on --glb-die=P:0:2,R5:1:1
+check "root-chain: rank 1, the new root, died too" grep -q "rank 1 dies at R5" "$TMP/root-chain.err"
 
 # The root dies before any start message left (M: its main task spawned
-# the GLB tasks and sent nothing yet). The others never run a GLB round,
-# so the notice alone must end the job, with glb-ft off (runtime
-# --phx-ft=1 on, as the chaos campaign runs it) as with it on: non-zero at
-# once (not the test's timeout), naming the loss, no result.
+# the GLB tasks and sent nothing yet). Nobody can start, nor relay the
+# task table, so the notice alone must end the job, with glb-ft off
+# (runtime --phx-ft=1 on, as the chaos campaign runs it) as with it on:
+# non-zero at once (not the test's timeout), naming the loss, no result.
 for ft in off on; do
     job root-early-$ft 4 --phx-ft=1 --glb-ft=$ft --glb-die=M:0:1
     check "root-early-$ft: the death landed" grep -q "rank 0 dies at M" "$TMP/root-early-$ft.err"
