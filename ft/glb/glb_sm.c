@@ -584,6 +584,13 @@ static void responsibility(phx_glb_sm_t *s)
             s->st.adoptions++;
             s->dirty = s->urgent = 1;
             s->inactive = 0;
+            s->restoring = 1;   /* as for a backup: R5 once it is backed up */
+            s->restore_seq = s->sent_seq;
+            point(s, "R1");
+            if (s->back < 0) {
+                s->restoring = 0;
+                point(s, "R5");
+            }
             continue;
         }
         int y = s->rank;        /* the node that should have held r's backup */
