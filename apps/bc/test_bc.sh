@@ -41,6 +41,7 @@ expect_exact two $N --glb-ft=on --glb-die=P:2:1:kill=6
 expect_lost pair 3 4 $N --glb-ft=on --glb-die=P:3:1:kill=4
 # Rank 0, the first reduction root: mid-run and while it collects a
 # termination wave; the next root reports the exact vector.
+expect_root root-start $N --glb-ft=on --glb-die=U:0:1     # only 0 and 1 got the table
 expect_root root-midrun $N --glb-ft=on --glb-die=P:0:1
 expect_root root-wave 4 --glb-ft=on --glb-die=WR:0:1
 finish

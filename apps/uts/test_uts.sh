@@ -58,6 +58,11 @@ expect_lost restore-r1 2 3 $N --glb-ft=on --glb-die=P:2:2,R1:3:1
 # its first steal (steal backup sent, first gift sent), while it collects
 # a termination wave, and then the new root lost too once it backed up
 # rank 0's adopted state (R5).
+# Rank 0 at its start: with the test hook U only ranks 0 and 1 get a
+# start message, and rank 0 dies as rank 1's T_UP arrives (before its own
+# state machine started): ranks 2..7 start only if rank 1 relays the task
+# table, and rank 1 restores rank 0 from its initial state (the whole tree).
+expect_root root-start $N --glb-ft=on --glb-die=U:0:1
 expect_root root-p1 $N --glb-ft=on --glb-die=P:0:1
 expect_root root-midrun $N --glb-ft=on --glb-die=P:0:2
 expect_root root-v1 4 --glb-ft=on --glb-die=V1:0:1

@@ -277,6 +277,15 @@ static void die_point(phx_ctx_t *ctx, int rank, int size, const phx_tid_t *tids,
     }
 }
 
+/* Whether --glb-die names POINT at rank. */
+static int die_armed(int rank, const char *label)
+{
+    for (int i = 0; i < G_ndie; i++)
+        if (G_die[i].rank == rank && !strcmp(G_die[i].point, label))
+            return 1;
+    return 0;
+}
+
 static void io_point(void *c, const char *label)
 {
     glb_task_t *t = c;
@@ -427,6 +436,7 @@ static void on_up(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n
     int r = phx_tid_home(src);
     if (r > 0 && r < PHX_GLB_MAXP)
         t->up |= 1ull << r;
+    die_point(c, t->rank, t->size, NULL, "U");
     if (t->have_tab && !t->sm)
         try_start_root(t);
 }
@@ -585,7 +595,10 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
     }
     phx_wenc_u64(&e, 0);
     die_point(c, 0, p, NULL, "M");      /* tasks spawned, no start message sent */
-    for (int r = 0; r < p; r++) {
+    /* Test hook U (rank 0 dies at a T_UP): only ranks 0 and 1 get a start
+     * message, so the others can start only by the survivors' relay. */
+    int upto = die_armed(0, "U") && p > 2 ? 2 : p;
+    for (int r = 0; r < upto; r++) {
         int rc = phx_send(c, ids[r], T_INIT, tab, (size_t)phx_wenc_end(&e));
         if (rc < 0) {
             fprintf(stderr, "glb: cannot start rank %d: %s\n", r, phx_strerror(rc));
