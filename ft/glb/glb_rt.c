@@ -395,7 +395,10 @@ static void on_init(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
     phx_wdec_init(&d, m, n);
     for (int r = 0; r < t->size; r++)
         t->tids[r] = phx_wdec_u64(&d);
-    t->t0 = phx_wdec_u64(&d);
+    (void)phx_wdec_u64(&d);    /* the start time: each node uses its own clock */
+    /* Whichever node ends up the root reports the time since its own start
+     * message (rank 0's includes its start barrier). */
+    t->t0 = phx_now_ns();
     t->have_tab = 1;
     if (t->rank != 0) {
         (void)phx_send(c, t->tids[0], T_UP, NULL, 0);     /* rank 0 dead: ignored */
@@ -451,8 +454,6 @@ static void start_sm(glb_task_t *t)
         phx_exit(c, PHX_GLB_EXIT_LOST);
         return;
     }
-    /* Each node's own clock: whichever node ends up the root reports. */
-    t->t0 = phx_now_ns();
     atomic_store(&G_started, 1);
     phx_glb_sm_start(t->sm, phx_now_ns());
     for (struct early *e = t->early, *nx; e; e = nx) {
