@@ -91,15 +91,20 @@ check "lost-off: no result printed" sh -c "! grep -q 'Tree size' '$TMP/lost-off.
 
 # SIGSTOP past delta: rank S stops itself mid-run; once every other rank
 # logged its notice, SIGCONT: it is fenced (exit 75), the result is exact.
+# Then the same with rank 0, the root: the next root reports.
 S=$(( 1 + (SEED / 7) % (N - 1) ))
-job stop $N --glb-ft=on --glb-die=P:$S:2:stop &
-L=$!; PIDS="$PIDS $L"
-noticed() { [ "$(cat "$TMP"/stop.ev.*.jsonl 2>/dev/null | grep '"ev":"notice"' | grep -c "\"dead\":$S,")" -ge $((N - 1)) ]; }
-wait_for $LIMIT noticed
-check "stop: all others noticed rank $S" noticed
-kill -CONT "$(awk -v r=$S '$1 == r { print $2 }' "$TMP/stop.pids")" 2>/dev/null
-wait $L; RC=$?
-if exact stop; then ok "stop: exact"; else fail "stop: exact"; show stop; fi
-check "stop: rank $S fenced" grep -q "rank $S fenced" "$TMP/stop.err"
+noticed() { [ "$(cat "$TMP"/$NAME.ev.*.jsonl 2>/dev/null | grep '"ev":"notice"' | grep -c "\"dead\":$S,")" -ge $((N - 1)) ]; }
+for NAME in stop root-stop; do
+    [ $NAME = root-stop ] && S=0
+    job $NAME $N --glb-ft=on --glb-die=P:$S:2:stop &
+    L=$!; PIDS="$PIDS $L"
+    wait_for $LIMIT noticed
+    check "$NAME: all others noticed rank $S" noticed
+    kill -CONT "$(awk -v r=$S '$1 == r { print $2 }' "$TMP/$NAME.pids")" 2>/dev/null
+    wait $L; RC=$?
+    W=0; [ $S = 0 ] && W=1
+    if [ "$RC" = 0 ] && grep -qxF "[$W] $WANT" "$TMP/$NAME.out"; then ok "$NAME: exact"; else fail "$NAME: exact"; show $NAME; fi
+    check "$NAME: rank $S fenced" grep -q "rank $S fenced" "$TMP/$NAME.err"
+done
 
 finish
