@@ -3,7 +3,8 @@
 # betweenness vector (fixed point, bit-exact) equals --seq on P = 1, 2, 4, 8
 # with glb-ft off and on, and with deaths that land by construction
 # (--glb-die at a protocol point): one rank mid-run, two non-adjacent ranks
-# at once, a rank with its backup (clean abort). The sequential vector is
+# at once, a rank with its backup (clean abort), rank 0 (the first
+# reduction root) mid-run and during a termination wave (exact). The sequential vector is
 # cross-checked against networkx on the dumped graph when python3-networkx
 # is installed.
 # Usage: test_bc.sh BINDIR   Env: PHX_HB_TIMEOUT (delta, ms), SEED.
@@ -38,4 +39,9 @@ R=$(( 1 + SEED % (N - 1) ))
 expect_exact midrun $N --glb-ft=on --glb-die=P:$R:1
 expect_exact two $N --glb-ft=on --glb-die=P:2:1:kill=6
 expect_lost pair 3 4 $N --glb-ft=on --glb-die=P:3:1:kill=4
+# Rank 0, the first reduction root: mid-run and while it collects a
+# termination wave; the next root reports the exact vector.
+expect_root root-start $N --glb-ft=on --glb-die=U:0:1     # only 0 and 1 got the table
+expect_root root-midrun $N --glb-ft=on --glb-die=P:0:1
+expect_root root-wave 4 --glb-ft=on --glb-die=WR:0:1
 finish

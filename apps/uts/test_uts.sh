@@ -8,7 +8,9 @@
 #   backup (clean abort, no result), N-2 ranks one after another (each once
 #   its predecessor's restore is backed up), SIGSTOP past delta (fenced,
 #   result exact; SIGCONT once the event logs show the notice), deaths at
-#   the labelled steal/backup points, and the root (documented abort).
+#   the labelled steal/backup points, and rank 0, the first reduction root
+#   (exact, reported by the next root; a clean abort only before any start
+#   message left).
 # Usage: test_uts.sh BINDIR   Env: PHX_HB_TIMEOUT (delta, ms), SEED.
 BIN=$1
 . "$(dirname "$0")/../../ft/glb/glb_it.sh"
@@ -48,17 +50,32 @@ expect_lost pair 2 3 $N --glb-ft=on --glb-die=P:2:2:kill=3
 # after the backup (R5) is survived (the seq6 chain above).
 expect_lost restore-r1 2 3 $N --glb-ft=on --glb-die=P:2:2,R1:3:1
 
-# The root is the reduction root: its loss is a documented clean abort.
-job root $N --glb-ft=on --glb-die=P:0:1
-check "root: non-zero exit ($RC)" [ "$RC" != 0 ]
-check "root: names the loss" grep -q "unrecoverable: lost rank 0" "$TMP/root.err"
-check "root: no result printed" sh -c "! grep -q 'Tree size' '$TMP/root.out'"
+# Rank 0 (the first reduction root, holding the whole tree at the start)
+# is lost like any rank: its state is backed up, the lowest live rank takes
+# over the waves and reports the exact count. Mid-run (its first and
+# second P points: rank 0 starts only once every node has its start
+# message, so every loss of it finds all nodes started), as the victim of
+# its first steal (steal backup sent, first gift sent), while it collects
+# a termination wave, and then the new root lost too once it backed up
+# rank 0's adopted state (R5).
+# Rank 0 at its start: with the test hook U only ranks 0 and 1 get a
+# start message, and rank 0 dies as rank 1's T_UP arrives (before its own
+# state machine started): ranks 2..7 start only if rank 1 relays the task
+# table, and rank 1 restores rank 0 from its initial state (the whole tree).
+expect_root root-start $N --glb-ft=on --glb-die=U:0:1
+expect_root root-p1 $N --glb-ft=on --glb-die=P:0:1
+expect_root root-midrun $N --glb-ft=on --glb-die=P:0:2
+expect_root root-v1 4 --glb-ft=on --glb-die=V1:0:1
+expect_root root-v2 $N --glb-ft=on --glb-die=V2:0:1
+expect_root root-wave $N --glb-ft=on --glb-die=WR:0:1
+expect_root root-chain $N --glb-ft=on --glb-die=P:0:2,R5:1:1
+check "root-chain: rank 1, the new root, died too" grep -q "rank 1 dies at R5" "$TMP/root-chain.err"
 
 # The root dies before any start message left (M: its main task spawned
-# the GLB tasks and sent nothing yet). The others never run a GLB round,
-# so the notice alone must end the job, with glb-ft off (runtime
-# --phx-ft=1 on, as the chaos campaign runs it) as with it on: non-zero at
-# once (not the test's timeout), naming the loss, no result.
+# the GLB tasks and sent nothing yet). Nobody can start, nor relay the
+# task table, so the notice alone must end the job, with glb-ft off
+# (runtime --phx-ft=1 on, as the chaos campaign runs it) as with it on:
+# non-zero at once (not the test's timeout), naming the loss, no result.
 for ft in off on; do
     job root-early-$ft 4 --phx-ft=1 --glb-ft=$ft --glb-die=M:0:1
     check "root-early-$ft: the death landed" grep -q "rank 0 dies at M" "$TMP/root-early-$ft.err"
@@ -74,15 +91,20 @@ check "lost-off: no result printed" sh -c "! grep -q 'Tree size' '$TMP/lost-off.
 
 # SIGSTOP past delta: rank S stops itself mid-run; once every other rank
 # logged its notice, SIGCONT: it is fenced (exit 75), the result is exact.
+# Then the same with rank 0, the root: the next root reports.
 S=$(( 1 + (SEED / 7) % (N - 1) ))
-job stop $N --glb-ft=on --glb-die=P:$S:2:stop &
-L=$!; PIDS="$PIDS $L"
-noticed() { [ "$(cat "$TMP"/stop.ev.*.jsonl 2>/dev/null | grep '"ev":"notice"' | grep -c "\"dead\":$S,")" -ge $((N - 1)) ]; }
-wait_for $LIMIT noticed
-check "stop: all others noticed rank $S" noticed
-kill -CONT "$(awk -v r=$S '$1 == r { print $2 }' "$TMP/stop.pids")" 2>/dev/null
-wait $L; RC=$?
-if exact stop; then ok "stop: exact"; else fail "stop: exact"; show stop; fi
-check "stop: rank $S fenced" grep -q "rank $S fenced" "$TMP/stop.err"
+noticed() { [ "$(cat "$TMP"/$NAME.ev.*.jsonl 2>/dev/null | grep '"ev":"notice"' | grep -c "\"dead\":$S,")" -ge $((N - 1)) ]; }
+for NAME in stop root-stop; do
+    [ $NAME = root-stop ] && S=0
+    job $NAME $N --glb-ft=on --glb-die=P:$S:2:stop &
+    L=$!; PIDS="$PIDS $L"
+    wait_for $LIMIT noticed
+    check "$NAME: all others noticed rank $S" noticed
+    kill -CONT "$(awk -v r=$S '$1 == r { print $2 }' "$TMP/$NAME.pids")" 2>/dev/null
+    wait $L; RC=$?
+    W=0; [ $S = 0 ] && W=1
+    if [ "$RC" = 0 ] && grep -qxF "[$W] $WANT" "$TMP/$NAME.out"; then ok "$NAME: exact"; else fail "$NAME: exact"; show $NAME; fi
+    check "$NAME: rank $S fenced" grep -q "rank $S fenced" "$TMP/$NAME.err"
+done
 
 finish

@@ -4,7 +4,9 @@
  * X10's GLB TaskQueue, and calls phx_glb_run(); the library spreads the bag
  * over the nodes by random steals and hypercube lifelines, backs each node's
  * bag up at its ring successor (glb-ft=on), restores lost bags, detects
- * termination and reduces the per-node results at rank 0.
+ * termination and reduces the per-node results at the root: rank 0, or the
+ * lowest live rank once rank 0 is lost (with glb-ft=on rank 0's bag is
+ * backed up like any other, so its loss is survived like any single loss).
  *
  * Threading: every callback runs on the worker thread that owns the node's
  * GLB task, one at a time, except process(): with glb-threads=T > 1 the
@@ -45,7 +47,8 @@ typedef struct phx_glb_ops {
     void *(*unpack)(void *app, phx_wdec_t *d);
     /* acc <- acc (+) r. */
     void (*reduce)(void *app, uint64_t *acc, const uint64_t *r);
-    /* Rank 0, once: the reduced result. */
+    /* The root (rank 0, or the lowest live rank after its loss), once: the
+     * reduced result. */
     void (*report)(void *app, const uint64_t *result, double seconds);
 } phx_glb_ops_t;
 
@@ -70,7 +73,8 @@ int phx_glb_parse(int *argc, char **argv, phx_glb_cfg_t *cfg);
 /* Runs the job: registers the GLB task type, starts the runtime and returns
  * the job's exit code. Call from main() once, after phx_glb_parse. An
  * unrecoverable loss prints "unrecoverable: ..." and exits non-zero
- * (PHX_GLB_EXIT_LOST); rank 0 is the reduction root and its loss is one. */
+ * (PHX_GLB_EXIT_LOST): a rank lost with its backup holder, any loss with
+ * glb-ft=off, or rank 0 lost before any start message left. */
 #define PHX_GLB_EXIT_LOST 3
 int phx_glb_run(int argc, char **argv, const phx_glb_ops_t *ops, void *app, const phx_glb_cfg_t *cfg);
 

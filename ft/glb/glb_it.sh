@@ -41,3 +41,16 @@ expect_lost() {
         tail -n 20 "$TMP/$name.err" | sed 's/^/#   /'
     check "$name: no result printed" sh -c "! grep -qF '${WANT%% *}' '$TMP/$name.out'"
 }
+# expect_root NAME N FLAGS...: rank 0 dies (its --glb-die death landed) and
+# a survivor, the new root, prints WANT exactly once; exit 0.
+expect_root() {
+    local name=$1 n=$2 pats=() r
+    job "$@"
+    for ((r = 1; r < n; r++)); do pats+=(-e "[$r] $WANT"); done
+    check "$name: rank 0's death landed" grep -q "rank 0 dies at" "$TMP/$name.err"
+    if [ "$RC" = 0 ] && [ "$(grep -cxF "${pats[@]}" "$TMP/$name.out")" = 1 ]; then
+        ok "$name: exact, reported by a survivor"
+    else
+        fail "$name: exact, reported by a survivor"; show "$name"
+    fi
+}

@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,13 +28,14 @@
 #include "core/phalanx.h"
 #include "ft/glb/glb_sm.h"
 
-enum { T_INIT, T_MSG, T_CONT, T_KILL };
+enum { T_INIT, T_MSG, T_CONT, T_KILL, T_UP };
 
 typedef struct glb_task {
     phx_glb_sm_t *sm;
     phx_ctx_t *ctx;             /* valid during the current handler only */
     phx_tid_t tids[PHX_GLB_MAXP];
-    int size, rank, self_pending, nfailed;
+    int size, rank, self_pending, nfailed, relayed, have_tab;
+    uint64_t up;                /* rank 0: ranks whose task has its table (T_UP) */
     uint64_t t0;
     struct early { int src; size_t len; struct early *next; uint8_t b[]; } *early, **early_tail;
 } glb_task_t;
@@ -46,6 +48,8 @@ static int G_task_type;
 #define MAX_DIE 8
 static struct die { char point[16]; int rank, nth, stop, kill, count; } G_die[MAX_DIE];
 static int G_ndie;
+/* Set once this node's GLB task has its state machine (comm thread reads). */
+static atomic_int G_started;
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -273,6 +277,15 @@ static void die_point(phx_ctx_t *ctx, int rank, int size, const phx_tid_t *tids,
     }
 }
 
+/* Whether --glb-die names POINT at rank. */
+static int die_armed(int rank, const char *label)
+{
+    for (int i = 0; i < G_ndie; i++)
+        if (G_die[i].rank == rank && !strcmp(G_die[i].point, label))
+            return 1;
+    return 0;
+}
+
 static void io_point(void *c, const char *label)
 {
     glb_task_t *t = c;
@@ -300,17 +313,39 @@ static void io_abort(void *c, const char *why)
 
 /* ---- the GLB task ------------------------------------------------------- */
 
+/* Rank 0 sends the start messages one by one and may die in between (its
+ * outbox not yet flushed): every node that started passes the table on
+ * once it learns of rank 0's loss, so a node whose start message was lost
+ * with rank 0 still starts (a second start message is ignored). */
+static void relay_start(glb_task_t *t)
+{
+    uint8_t tab[PHX_GLB_MAXP * 8 + 8];
+    phx_wenc_t e;
+    phx_wenc_init(&e, tab, sizeof tab);
+    for (int r = 0; r < t->size; r++)
+        phx_wenc_u64(&e, t->tids[r]);
+    phx_wenc_u64(&e, 0);
+    for (int r = 1; r < t->size; r++)
+        if (r != t->rank)
+            (void)phx_send(t->ctx, t->tids[r], T_INIT, tab, (size_t)phx_wenc_end(&e));  /* dead: ignored */
+}
+
 static void poll_failures(glb_task_t *t)
 {
     int dead[PHX_GLB_MAXP * 2];
     int n = phx_failed_nodes(dead, (int)(sizeof dead / sizeof *dead));
-    for (; t->nfailed < n && t->nfailed < (int)(sizeof dead / sizeof *dead); t->nfailed++)
+    for (; t->nfailed < n && t->nfailed < (int)(sizeof dead / sizeof *dead); t->nfailed++) {
+        if (dead[t->nfailed] == 0 && !t->relayed) {
+            t->relayed = 1;
+            relay_start(t);
+        }
         phx_glb_sm_dead(t->sm, dead[t->nfailed], phx_now_ns());
+    }
 }
 
 static void kick(glb_task_t *t)
 {
-    if (t->self_pending || !t->sm || phx_glb_sm_over(t->sm))
+    if (t->self_pending || !t->have_tab || (t->sm && phx_glb_sm_over(t->sm)))
         return;
     int rc = phx_send(t->ctx, phx_self(t->ctx), T_CONT, NULL, 0);
     if (rc < 0) {
@@ -344,6 +379,9 @@ static void on_msg(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t 
     kick(t);
 }
 
+static void start_sm(glb_task_t *t);
+static void try_start_root(glb_task_t *t);
+
 static void on_init(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
 {
     glb_task_t *t = st;
@@ -351,13 +389,64 @@ static void on_init(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
     t->ctx = c;
     t->rank = phx_rank(c);
     t->size = phx_size(c);
-    if (t->sm || n != (size_t)t->size * 8 + 8)
+    if (t->have_tab || n != (size_t)t->size * 8 + 8)
         return;
     phx_wdec_t d;   /* T_INIT: every rank's task id, then the start time */
     phx_wdec_init(&d, m, n);
     for (int r = 0; r < t->size; r++)
         t->tids[r] = phx_wdec_u64(&d);
-    t->t0 = phx_wdec_u64(&d);
+    (void)phx_wdec_u64(&d);    /* the start time: each node uses its own clock */
+    /* Whichever node ends up the root reports the time since its own start
+     * message (rank 0's includes its start barrier). */
+    t->t0 = phx_now_ns();
+    t->have_tab = 1;
+    if (t->rank != 0) {
+        (void)phx_send(c, t->tids[0], T_UP, NULL, 0);     /* rank 0 dead: ignored */
+        start_sm(t);
+        return;
+    }
+    t->up |= 1;
+    try_start_root(t);
+}
+
+/* Rank 0 starts its state machine only once every other rank's task has
+ * the table (T_UP) or is dead. Until then its start messages may still sit
+ * in its outbox, and its death would leave nobody able to start, or to
+ * relay the table: with the barrier, every loss of rank 0 while it holds
+ * work finds every live node started. Steal requests wait in the early
+ * queue meanwhile: one round trip at the start. */
+static void try_start_root(glb_task_t *t)
+{
+    if (t->sm)
+        return;
+    int dead[PHX_GLB_MAXP * 2];
+    int n = phx_failed_nodes(dead, (int)(sizeof dead / sizeof *dead));
+    uint64_t have = t->up;
+    for (int i = 0; i < n && i < (int)(sizeof dead / sizeof *dead); i++)
+        if (dead[i] >= 0 && dead[i] < t->size)
+            have |= 1ull << dead[i];
+    if (have == (t->size == 64 ? ~0ull : (1ull << t->size) - 1))
+        start_sm(t);
+    else
+        kick(t);    /* poll again (notices arrive without a message to us) */
+}
+
+static void on_up(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
+{
+    glb_task_t *t = st;
+    (void)m; (void)n;
+    t->ctx = c;
+    int r = phx_tid_home(src);
+    if (r > 0 && r < PHX_GLB_MAXP)
+        t->up |= 1ull << r;
+    die_point(c, t->rank, t->size, NULL, "U");
+    if (t->have_tab && !t->sm)
+        try_start_root(t);
+}
+
+static void start_sm(glb_task_t *t)
+{
+    phx_ctx_t *c = t->ctx;
     phx_glb_io_t io = { t, io_send, io_point, io_finish, io_abort };
     t->sm = phx_glb_sm_new(&G_cfg, &G_wrapped, G_app, t->rank, t->size, &io, 0x5eed);
     if (!t->sm) {
@@ -365,8 +454,7 @@ static void on_init(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
         phx_exit(c, PHX_GLB_EXIT_LOST);
         return;
     }
-    if (t->rank == 0)
-        t->t0 = phx_now_ns();
+    atomic_store(&G_started, 1);
     phx_glb_sm_start(t->sm, phx_now_ns());
     for (struct early *e = t->early, *nx; e; e = nx) {
         nx = e->next;
@@ -385,6 +473,12 @@ static void on_cont(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
     (void)src; (void)m; (void)n;
     t->ctx = c;
     t->self_pending = 0;
+    if (!t->sm) {   /* rank 0 waiting for every node's T_UP */
+        struct timespec ts = { 0, 500000 };
+        nanosleep(&ts, NULL);
+        try_start_root(t);
+        return;
+    }
     poll_failures(t);
     if (!phx_glb_sm_step(t->sm, phx_now_ns()) && !phx_glb_sm_over(t->sm)) {
         /* Idle: this CONT is our timer; yield the core to busy nodes. */
@@ -425,21 +519,54 @@ static void task_fini(void *st)
     }
 }
 
-/* Communication thread, on each failure notice. It ends the job here, not
- * in the GLB task, because that task may never run: rank 0 (the reduction
- * root, holding the task table) can die before its start message left, and
- * then no state machine exists to poll notices. Rank 0's loss is a clean
- * abort; with glb-ft off so is any loss (nothing holds the dead rank's
- * work). With glb-ft on, other losses reach the state machine by polling. */
+/* Rank 0 sends every node its start message (the task id table). When it
+ * is lost and this node's GLB task has not started, the message is already
+ * queued here (it left before the death), or comes from a node that got
+ * its own (relay_start), or never comes: nobody got one, or rank 0 died
+ * before it created this node's task. Then no state machine will ever exist
+ * to learn of the loss, and the job would hang until the launcher's
+ * timeout. Waits glb-timeout / 20 (at least 100 ms) for the start, then
+ * ends the job. */
+static void *root_watch(void *arg)
+{
+    (void)arg;
+    long ms = G_cfg.timeout_ms > 0 ? G_cfg.timeout_ms / 20 : 3000;
+    for (long i = 0; i < (ms < 100 ? 100 : ms) / 10; i++) {
+        if (atomic_load(&G_started))
+            return NULL;
+        struct timespec ts = { 0, 10000000 };
+        nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&G_started))
+        return NULL;
+    fprintf(stderr, "unrecoverable: lost rank 0 before it started the GLB tasks\n");
+    fflush(stderr);
+    _exit(PHX_GLB_EXIT_LOST);
+}
+
+/* Communication thread, on each failure notice. With glb-ft off any loss
+ * ends the job here (nothing holds the dead rank's work), not in the GLB
+ * task, because that task may never run. With glb-ft on every loss,
+ * rank 0's included, reaches the state machine by polling: rank 0's state
+ * is backed up like any node's and the root role moves to the lowest live
+ * rank; only a loss of rank 0 before this node's task started needs the
+ * watch above. */
 static void on_failure(void *arg, int node, uint32_t inc, uint64_t when_ns)
 {
     (void)arg; (void)inc; (void)when_ns;
-    if (node != 0 && G_cfg.ft)
-        return;
-    if (node == 0)
-        fprintf(stderr, "unrecoverable: lost rank 0 (the reduction root)\n");
-    else
-        fprintf(stderr, "unrecoverable: lost rank %d (glb-ft off)\n", node);
+    if (G_cfg.ft) {
+        pthread_t th;
+        if (node != 0 || atomic_load(&G_started))
+            return;
+        if (pthread_create(&th, NULL, root_watch, NULL) == 0) {
+            pthread_detach(th);
+            return;
+        }
+        fprintf(stderr, "unrecoverable: lost rank 0 before this node's GLB task started\n");
+        fflush(stderr);
+        _exit(PHX_GLB_EXIT_LOST);
+    }
+    fprintf(stderr, "unrecoverable: lost rank %d (glb-ft off)\n", node);
     fflush(stderr);
     _exit(PHX_GLB_EXIT_LOST);
 }
@@ -469,7 +596,10 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
     }
     phx_wenc_u64(&e, 0);
     die_point(c, 0, p, NULL, "M");      /* tasks spawned, no start message sent */
-    for (int r = 0; r < p; r++) {
+    /* Test hook U (rank 0 dies at a T_UP): only ranks 0 and 1 get a start
+     * message, so the others can start only by the survivors' relay. */
+    int upto = die_armed(0, "U") && p > 2 ? 2 : p;
+    for (int r = 0; r < upto; r++) {
         int rc = phx_send(c, ids[r], T_INIT, tab, (size_t)phx_wenc_end(&e));
         if (rc < 0) {
             fprintf(stderr, "glb: cannot start rank %d: %s\n", r, phx_strerror(rc));
@@ -505,7 +635,7 @@ int phx_glb_run(int argc, char **argv, const phx_glb_ops_t *ops, void *app, cons
     }
     phx_type_t tt = { .name = "glb", .state_size = sizeof(glb_task_t), .fini = task_fini,
                       .handlers = { [T_INIT] = on_init, [T_MSG] = on_msg, [T_CONT] = on_cont,
-                                    [T_KILL] = on_kill } };
+                                    [T_KILL] = on_kill, [T_UP] = on_up } };
     G_task_type = phx_register_type(&tt);
     phx_type_t mt = { .name = "glb-main", .init = main_init };
     int main_type = phx_register_type(&mt);

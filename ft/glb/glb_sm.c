@@ -75,7 +75,7 @@ struct phx_glb_sm {
     int victim, attempts, inactive;
     uint64_t steal_since, lifeline_thieves;
 
-    /* waves (rank 0) */
+    /* waves (the root: the lowest live rank) */
     int wave_active;
     uint32_t wave_no;
     uint64_t wave_since, next_wave, wave_gap;
@@ -109,6 +109,17 @@ static uint64_t rnd(phx_glb_sm_t *s)
 }
 
 static int alive(const phx_glb_sm_t *s, int r) { return !(s->dead & BIT(r)); }
+
+/* The reduction root: the lowest live rank. Every survivor hears every
+ * notice, so they all agree on it once the notices are in; a wave from a
+ * root that a node already knows dead is an orphan. */
+static int root(const phx_glb_sm_t *s)
+{
+    for (int r = 0; r < s->size; r++)
+        if (alive(s, r))
+            return r;
+    return s->rank;
+}
 
 /* First live rank after r in ring order (r itself when alone). */
 static int succ(const phx_glb_sm_t *s, int r)
@@ -573,6 +584,13 @@ static void responsibility(phx_glb_sm_t *s)
             s->st.adoptions++;
             s->dirty = s->urgent = 1;
             s->inactive = 0;
+            s->restoring = 1;   /* as for a backup: R5 once it is backed up */
+            s->restore_seq = s->sent_seq;
+            point(s, "R1");
+            if (s->back < 0) {
+                s->restoring = 0;
+                point(s, "R5");
+            }
             continue;
         }
         int y = s->rank;        /* the node that should have held r's backup */
@@ -712,9 +730,11 @@ static void on_tend(phx_glb_sm_t *s, int t, uint32_t tan)
     }
 }
 
-/* ---- termination waves (rank 0) ----------------------------------------- */
+/* ---- termination waves (the root) --------------------------------------- */
 
-static void wave_reply(phx_glb_sm_t *s, uint32_t wave)
+/* Answers the root that sent the wave (src), not rank 0: after a root's
+ * loss the next lowest live rank runs the waves. */
+static void wave_reply(phx_glb_sm_t *s, int src, uint32_t wave)
 {
     size_t cap = 1 + 4 + 1 + 8 + 8 + 8 * s->ops->result_words;
     uint8_t *m = scratch(s, cap);
@@ -728,7 +748,7 @@ static void wave_reply(phx_glb_sm_t *s, uint32_t wave)
     phx_wenc_u64(&e, s->mask);
     for (size_t i = 0; idle && i < s->ops->result_words; i++)
         phx_wenc_u64(&e, s->result[i]);     /* a busy node's result is never used */
-    s->io.send(s->io.ctx, 0, m, (size_t)phx_wenc_end(&e));
+    s->io.send(s->io.ctx, src, m, (size_t)phx_wenc_end(&e));
 }
 
 static void wave_store(phx_glb_sm_t *s, int r, int idle, uint64_t cnt, uint64_t mask, const uint64_t *res)
@@ -796,9 +816,9 @@ static void wave_start(phx_glb_sm_t *s, uint64_t now)
     s->wave_since = now;
     s->st.waves++;
     memset(s->cur, 0, sizeof s->cur);
-    wave_store(s, 0, is_idle(s), s->recv_cnt, s->mask, s->result);
-    for (int r = 1; r < s->size; r++)
-        if (alive(s, r))
+    wave_store(s, s->rank, is_idle(s), s->recv_cnt, s->mask, s->result);
+    for (int r = 0; r < s->size; r++)
+        if (r != s->rank && alive(s, r))
             send_small(s, r, M_WAVE, s->wave_no, 0);
     wave_check(s, now);
 }
@@ -813,8 +833,9 @@ static void on_wave_r(phx_glb_sm_t *s, int src, phx_wdec_t *d, uint64_t now)
         s->st.malformed++;
         return;
     }
-    if (s->rank != 0 || !s->wave_active || wave != s->wave_no)
+    if (s->rank != root(s) || !s->wave_active || wave != s->wave_no)
         return;                 /* a late answer to an earlier wave */
+    point(s, "WR");
     uint64_t *r = calloc(s->ops->result_words + 1, 8);
     if (!r)
         abort();
@@ -939,7 +960,7 @@ void phx_glb_sm_recv(phx_glb_sm_t *s, int src, const uint8_t *buf, size_t len, u
     }
     case M_WAVE:
         point(s, "W");
-        wave_reply(s, (uint32_t)phx_wdec_u64(&d));
+        wave_reply(s, src, (uint32_t)phx_wdec_u64(&d));
         break;
     case M_WAVE_R:
         on_wave_r(s, src, &d, now);
@@ -957,10 +978,6 @@ void phx_glb_sm_dead(phx_glb_sm_t *s, int r, uint64_t now)
     if (s->over || r < 0 || r >= s->size || r == s->rank || !alive(s, r))
         return;
     s->dead |= BIT(r);
-    if (r == 0) {
-        fail(s, "unrecoverable: lost rank %d (the reduction root)", r);
-        return;
-    }
     if (!s->cfg.ft) {
         fail(s, "unrecoverable: lost rank %d (glb-ft off)", r);
         return;
@@ -1041,7 +1058,7 @@ int phx_glb_sm_step(phx_glb_sm_t *s, uint64_t now)
         s->attempts = 0;
         steal_next(s, now);
     }
-    if (s->rank == 0 && !s->wave_active && is_idle(s) && now >= s->next_wave)
+    if (s->rank == root(s) && !s->wave_active && is_idle(s) && now >= s->next_wave)
         wave_start(s, now);
     /* Ultimate timeout on every awaited reply whose source is alive (a dead
      * source is handled by its failure notice). */

@@ -71,7 +71,8 @@ static const phx_glb_ops_t OPS = {
 #define MAXN 16
 typedef struct smsg { int src, dst; size_t len; uint8_t *b; struct smsg *next; } smsg_t;
 typedef struct sim {
-    int p, dead[MAXN], noticed[MAXN][MAXN], finished, aborted;
+    int p, dead[MAXN], noticed[MAXN][MAXN], finished, aborted, finisher;
+    int root_replies;           /* wave replies taken in by rank 0 ("WR") */
     uint64_t result, rng, now;
     phx_glb_sm_t *n[MAXN];
     smsg_t *q;                  /* all messages in flight, send order */
@@ -141,6 +142,8 @@ static void io_point(void *c, const char *label)
 {
     ioctx_t *x = c;
     sim_t *s = x->s;
+    if (x->rank == 0 && !strcmp(label, "WR"))
+        s->root_replies++;
     if (s->chain_max && !strcmp(label, "R5") && x->rank >= 2 && x->rank <= s->chain_max) {
         kill_node(s, x->rank);
         return;
@@ -153,7 +156,15 @@ static void io_point(void *c, const char *label)
             kill_node(s, s->die_pair);
     }
 }
-static void io_finish(void *c, const uint64_t *r) { ioctx_t *x = c; x->s->finished = 1; x->s->result = r[0]; }
+static void io_finish(void *c, const uint64_t *r)
+{
+    ioctx_t *x = c;
+    if (x->s->dead[x->rank])
+        return;                 /* killed at a point inside this call */
+    x->s->finished = 1;
+    x->s->finisher = x->rank;
+    x->s->result = r[0];
+}
 static void io_abort(void *c, const char *why)
 {
     ioctx_t *x = c;
@@ -473,6 +484,87 @@ static void test_points_p8(void **st)
         }
 }
 
+/* Rank 0 holds the whole tree at the start and is the first reduction
+ * root; its loss must cost nothing but time: its state is backed up like
+ * any node's, and the root role moves to the lowest live rank. Deaths
+ * before its initial backup landed (restored from bag_init), in the first
+ * steps, mid-run, at every labelled point of a steal as victim and thief,
+ * as a Back, and during the final termination wave; then the new root
+ * lost too. Always exact, reported by a survivor. */
+static void run_root_exact(sim_t *s, int p, uint64_t seed, const uint64_t *k, const char *what)
+{
+    run_exact(s, p, seed, 1, k, what);
+    assert_true(s->dead[0]);
+    assert_int_not_equal(s->finisher, 0);
+}
+
+static void test_root_loss(void **st)
+{
+    (void)st;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        sim_t s = { .die_pair = -1 };
+        uint64_t k[MAXN] = { 0 };
+        k[0] = 1 + seed % 40;               /* before its first steal or backup */
+        run_root_exact(&s, 2 + (int)(seed % 7), seed, k, "root early");
+    }
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        sim_t s = { .die_pair = -1 };
+        uint64_t k[MAXN] = { 0 };
+        k[0] = 50 + (seed * 7919) % 3000;   /* mid-run */
+        run_root_exact(&s, 2 + (int)(seed % 7), seed, k, "root mid-run");
+    }
+    static const char *pts[] = { "V1", "V2", "T1", "T3", "B1", "P" };
+    for (size_t l = 0; l < sizeof pts / sizeof *pts; l++)
+        for (uint64_t seed = 1; seed <= 60; seed++) {
+            sim_t s = { .die_pair = -1, .die_label = pts[l], .die_rank = 0 };
+            s.die_nth = 1 + (int)(seed % 3);
+            int p = seed % 2 ? 8 : 4;
+            run(&s, p, seed, 1, NULL);
+            if (s.aborted)
+                fail_msg("%s seed %d: aborted: %s", pts[l], (int)seed, s.why);
+            assert_int_equal(s.result, expect());
+            if (s.dead[0])      /* the point was reached (P: not always 3 times) */
+                assert_int_not_equal(s.finisher, 0);
+        }
+}
+
+/* Rank 0 dies while its final wave is being answered: a fault-free run
+ * counts rank 0's wave replies (the simulation is deterministic per seed),
+ * then the same seed again kills it at the first and at the last reply of
+ * its final wave. The next root starts its waves from scratch. */
+static void test_root_final_wave(void **st)
+{
+    (void)st;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        int p = 2 + (int)(seed % 7);
+        sim_t f = { .die_pair = -1 };
+        run_exact(&f, p, seed, 1, NULL, "root wave fault-free");
+        assert_int_equal(f.finisher, 0);
+        assert_true(f.root_replies >= p - 1);
+        int nth[2] = { f.root_replies - (p - 1) + 1, f.root_replies };
+        for (int i = 0; i < 2; i++) {
+            sim_t s = { .die_pair = -1, .die_label = "WR", .die_rank = 0, .die_nth = nth[i] };
+            run_root_exact(&s, p, seed, NULL, "root final wave");
+        }
+    }
+}
+
+/* The new root lost too: rank 0 dies, rank 1 adopts it (its backup, or
+ * its initial state when rank 0 died before its first backup landed) and
+ * backs that up (R5), then dies; rank 2 adopts both and reduces. */
+static void test_root_chain(void **st)
+{
+    (void)st;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        sim_t s = { .die_pair = -1, .die_label = "R5", .die_rank = 1, .die_nth = 1 };
+        uint64_t k[MAXN] = { 0 };
+        k[0] = seed % 2 ? 1 + seed % 5 : 20 + (seed * 7919) % 2000;
+        run_root_exact(&s, 4 + (int)(seed % 5), seed, k, "root chain");
+        assert_true(s.dead[1]);
+        assert_true(s.finisher >= 2);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -485,6 +577,9 @@ int main(void)
         cmocka_unit_test(test_points),
         cmocka_unit_test(test_gift_order),
         cmocka_unit_test(test_points_p8),
+        cmocka_unit_test(test_root_loss),
+        cmocka_unit_test(test_root_final_wave),
+        cmocka_unit_test(test_root_chain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
