@@ -207,6 +207,9 @@ reap "$S9_0"; rc0=$rc; reap "$S9_1"; rc1=$rc
 check "both nodes exit 0 with a silent client connected (rc $rc0/$rc1)" [ "$rc0" = 0 -a "$rc1" = 0 ]
 check "job with a silent client gives the fault-free answer" \
     grep -q "tdk project: nodes=2 thresh=1e-09 map=[a-z]* tasks=5035 leaves=2518 depth=14 integral=242582597.7048957 .* OK" "$TMP/s9.0.out"
+# The nodes have exited, so the kernel closed both connections; the clients
+# write their file once they are scheduled to read the end.
+wait_for 10 test -e "$TMP/s9.0.silent" -a -e "$TMP/s9.1.silent"
 check "the silent clients were closed" test -e "$TMP/s9.0.silent" -a -e "$TMP/s9.1.silent"
 
 # 10. Concurrent launchers: each keeps its probe sockets listening and hands
