@@ -1,8 +1,9 @@
 /* recovery=cr: coordinated blocking checkpoints kept in memory twice (own
  * copy + buddy copy), two-phase commit, rollback onto the survivors.
  * The decisions (buddies, relocation, commit, round agreement, stale-frame
- * filter, copy retention) are ft/ckpt's pure state machine; this file is the
- * glue: control frames, worker pause, task (de)serialisation, events.
+ * filter, copy retention) are ft/ckpt's pure state machine; core/cr*.c are
+ * the glue, one concern per file (core/cr_int.h lists them): this one holds
+ * the configuration, the hooks, sending and the control dispatch.
  *
  * Checkpoint of epoch e (coordinator = lowest live rank):
  *   BEGIN(e)  every node pauses its workers at handler boundaries, pushes its
@@ -210,19 +211,19 @@ static void dispatch(cr_t *c, int peer, uint32_t tag, uint64_t id, const uint8_t
     case CK_READY: {
         uint64_t queued;
         if (!phx_ck_ready_dec(p, len, &queued))
-            phx_ck_quiet_count(&c->quiet, peer, id, queued);
+            phx_ck_quiet_count(&c->probe.quiet, peer, id, queued);
         if (id == c->commit_id && phx_ck_commit_ready(&c->commit, peer, phx_ck_id_epoch(id), c->dead))
             cr_on_all_ready(c, id);
         break;
     }
     case CK_IDLE:
-        phx_ck_quiet_idle(&c->quiet, peer, (int)id);
+        phx_ck_quiet_idle(&c->probe.quiet, peer, (int)id);
         cr_maybe_probe(c);
         break;
     case CK_COMMIT:
-        if (c->dir && id == c->ck_id && cr_coord(c) == c->self) {
-            c->disk_epoch = c->ck_epoch;
-            memset(c->disk_ok, 0, (size_t)c->size);
+        if (c->disk.dir && id == c->ck_id && cr_coord(c) == c->self) {
+            c->disk.epoch = c->ck_epoch;
+            memset(c->disk.ok, 0, (size_t)c->size);
         }
         cr_on_commit(c, id, p, len);
         break;
@@ -322,10 +323,10 @@ static int cr_init(phx_node_t *n, void **out)
     c->self = n->rank;
     c->size = n->size;
     c->decided_ndead = -1;
-    c->gen = 1;
+    c->pause.gen = 1;
     c->nhome = n->size;
-    c->tag = phx_ckd_tag();
-    c->dir = n->cfg.ckpt_dir[0] ? n->cfg.ckpt_dir : n->cfg.restart[0] ? n->cfg.restart : NULL;
+    c->disk.tag = phx_ckd_tag();
+    c->disk.dir = n->cfg.ckpt_dir[0] ? n->cfg.ckpt_dir : n->cfg.restart[0] ? n->cfg.restart : NULL;
     if (n->cfg.ckpt_dir[0] && mkdir(n->cfg.ckpt_dir, 0700) && errno != EEXIST) {
         fprintf(stderr, "phalanx: cannot create ckpt-dir %s: %s\n", n->cfg.ckpt_dir, strerror(errno));
         free(c);
@@ -333,7 +334,7 @@ static int cr_init(phx_node_t *n, void **out)
     }
     if (n->cfg.restart[0]) {
         phx_ckd_manifest_t m;
-        if (phx_ckd_find(n->cfg.restart, c->tag, UINT64_MAX, &m)) {
+        if (phx_ckd_find(n->cfg.restart, c->disk.tag, UINT64_MAX, &m)) {
             fprintf(stderr, "phalanx: restart: no usable checkpoint in %s\n", n->cfg.restart);
             free(c);
             return PHX_ENOENT;
@@ -348,40 +349,40 @@ static int cr_init(phx_node_t *n, void **out)
     c->ring = calloc(sz, sizeof *c->ring);
     c->nloc = c->nhome * PHX_LOC_SLICES;
     c->loc = calloc((size_t)c->nloc, sizeof *c->loc);
-    c->xfer = calloc(sz, sizeof *c->xfer);
-    c->xfer_len = calloc(sz, sizeof *c->xfer_len);
-    c->xfer_epoch = calloc(sz, sizeof *c->xfer_epoch);
-    c->xfer_done = calloc(sz, 1);
-    c->disk_ok = calloc(sz, 1);
+    c->xfer.blob = calloc(sz, sizeof *c->xfer.blob);
+    c->xfer.len = calloc(sz, sizeof *c->xfer.len);
+    c->xfer.epoch = calloc(sz, sizeof *c->xfer.epoch);
+    c->xfer.done = calloc(sz, 1);
+    c->disk.ok = calloc(sz, 1);
     c->buddy = calloc(sz, sizeof *c->buddy);
-    c->rj_inc = calloc(sz, sizeof *c->rj_inc);
-    c->rj_new = calloc(sz, sizeof *c->rj_new);
+    c->rj.inc = calloc(sz, sizeof *c->rj.inc);
+    c->rj.taken = calloc(sz, sizeof *c->rj.taken);
     c->lost = calloc(sz, 1);
     c->rep_pr = calloc(sz, 1);
     c->fresh = calloc(sz, 1);
-    c->rj_loc = calloc((size_t)c->nloc, sizeof *c->rj_loc);
-    c->rj_buddy = calloc(sz, sizeof *c->rj_buddy);
-    c->mig_loc = calloc((size_t)c->nloc, sizeof *c->mig_loc);
-    c->mig_from = calloc((size_t)c->nloc, sizeof *c->mig_from);
-    c->mig_in = calloc(sz, sizeof *c->mig_in);
-    c->mig_out = calloc(sz, sizeof *c->mig_out);
-    c->mig_in_len = calloc(sz, sizeof *c->mig_in_len);
-    c->mig_in_id = calloc(sz, sizeof *c->mig_in_id);
-    c->mig_in_done = calloc(sz, 1);
+    c->rj.loc = calloc((size_t)c->nloc, sizeof *c->rj.loc);
+    c->rj.buddy = calloc(sz, sizeof *c->rj.buddy);
+    c->home.loc = calloc((size_t)c->nloc, sizeof *c->home.loc);
+    c->home.from = calloc((size_t)c->nloc, sizeof *c->home.from);
+    c->home.in = calloc(sz, sizeof *c->home.in);
+    c->home.out = calloc(sz, sizeof *c->home.out);
+    c->home.in_len = calloc(sz, sizeof *c->home.in_len);
+    c->home.in_id = calloc(sz, sizeof *c->home.in_id);
+    c->home.in_done = calloc(sz, 1);
     c->dead = calloc(sz, 1);
     c->done = calloc(sz, 1);
-    c->lh = calloc((size_t)n->nworkers, sizeof *c->lh);
-    c->lt = calloc((size_t)n->nworkers, sizeof *c->lt);
-    c->wgen = calloc((size_t)n->nworkers, sizeof *c->wgen);
+    c->pause.lh = calloc((size_t)n->nworkers, sizeof *c->pause.lh);
+    c->pause.lt = calloc((size_t)n->nworkers, sizeof *c->pause.lt);
+    c->pause.wgen = calloc((size_t)n->nworkers, sizeof *c->pause.wgen);
     uint32_t *host = calloc(sz, sizeof *host);
     *out = c;
-    if (!c->ring || !c->loc || !c->buddy || !c->dead || !c->done || !c->lh || !c->lt || !c->wgen || !c->disk_ok || !host ||
-        !c->xfer || !c->xfer_len || !c->xfer_epoch || !c->xfer_done || !c->rj_inc || !c->rj_new || !c->lost || !c->rep_pr || !c->fresh ||
-        !c->rj_loc || !c->rj_buddy || !c->mig_loc || !c->mig_from || !c->mig_in || !c->mig_out || !c->mig_in_len || !c->mig_in_id ||
-        !c->mig_in_done || phx_ck_join_init(&c->join, n->size) ||
+    if (!c->ring || !c->loc || !c->buddy || !c->dead || !c->done || !c->pause.lh || !c->pause.lt || !c->pause.wgen || !c->disk.ok || !host ||
+        !c->xfer.blob || !c->xfer.len || !c->xfer.epoch || !c->xfer.done || !c->rj.inc || !c->rj.taken || !c->lost || !c->rep_pr || !c->fresh ||
+        !c->rj.loc || !c->rj.buddy || !c->home.loc || !c->home.from || !c->home.in || !c->home.out || !c->home.in_len || !c->home.in_id ||
+        !c->home.in_done || phx_ck_join_init(&c->rj.join, n->size) ||
         phx_ck_commit_init(&c->commit, n->size) || phx_ck_round_init(&c->round, n->size) ||
         phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc) ||
-        phx_ck_quiet_init(&c->quiet, n->size, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_timeout_ms)) {
+        phx_ck_quiet_init(&c->probe.quiet, n->size, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_timeout_ms)) {
         free(host);
         return PHX_ENOMEM;
     }
@@ -415,31 +416,31 @@ static int cr_init(phx_node_t *n, void **out)
             return PHX_EINVAL;
         }
     }
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
-    uv_async_init(&n->loop, &c->async, cr_on_async);
-    c->async.data = c;
+    pthread_mutex_init(&c->pause.mu, NULL);
+    pthread_cond_init(&c->pause.cv, NULL);
+    uv_async_init(&n->loop, &c->pause.async, cr_on_async);
+    c->pause.async.data = c;
     uv_timer_init(&n->loop, &c->timer);
     c->timer.data = c;
-    uv_timer_init(&n->loop, &c->rj_timer);
-    c->rj_timer.data = c;
-    uv_timer_init(&n->loop, &c->idle_timer);
-    c->idle_timer.data = c;
+    uv_timer_init(&n->loop, &c->rj.timer);
+    c->rj.timer.data = c;
+    uv_timer_init(&n->loop, &c->probe.timer);
+    c->probe.timer.data = c;
     c->open = 1;
-    c->respawn = n->cfg.restart_mode == PHX_RESTART_RESPAWN;
+    c->rj.respawn = n->cfg.restart_mode == PHX_RESTART_RESPAWN;
     if (phx_recovery_rejoining(n)) {
         /* A new incarnation of a lost rank: nothing runs until the round
          * that takes it in restores its state from its buddy's copy. */
         PHX_INFO("ckpt", "incarnation %u of rank %d: waiting to be taken back in", n->inc, n->rank);
         if (c->die_point == DIE_REJOIN && c->die_epoch == n->inc)
             raise(SIGKILL);   /* test: a respawn that dies before it connects (EPOCH = incarnation) */
-        c->joining = 1;
+        c->rj.joining = 1;
         c->t_fail = phx_now_ns();   /* recovery_done counts from this process's start */
         c->phase = PH_REC;
         c->state_sent = 1;
         cr_pause_workers(c);
         uint64_t hb = (uint64_t)n->cfg.hb_timeout_ms;
-        uv_timer_start(&c->rj_timer, cr_on_rj_timer, hb, hb);
+        uv_timer_start(&c->rj.timer, cr_on_rj_timer, hb, hb);
     }
     if (c->restarting) {
         /* Nothing runs before the restore: the main task rank 0 creates
@@ -452,10 +453,10 @@ static int cr_init(phx_node_t *n, void **out)
         uint64_t ms = (uint64_t)n->cfg.ckpt_interval * 1000;
         uv_timer_start(&c->timer, on_timer, ms, ms);
     }
-    c->cut = n->cfg.td_mode == PHX_TD_CUT;
-    c->idle_sent = -1;
-    if (c->cut)
-        uv_timer_start(&c->idle_timer, cr_on_idle_timer, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_period_ms);
+    c->probe.cut = n->cfg.td_mode == PHX_TD_CUT;
+    c->probe.idle_sent = -1;
+    if (c->probe.cut)
+        uv_timer_start(&c->probe.timer, cr_on_idle_timer, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_period_ms);
     return 0;
 }
 
@@ -466,12 +467,12 @@ static void cr_on_start(void *st)
         /* Every node is connected and paused since init: restore the
          * newest usable disk epoch everywhere (a round with no failure). */
         phx_ckd_manifest_t m;
-        if (phx_ckd_find(c->dir, c->tag, UINT64_MAX, &m)) {
-            fprintf(stderr, "phalanx: restart: no usable checkpoint in %s\n", c->dir);
+        if (phx_ckd_find(c->disk.dir, c->disk.tag, UINT64_MAX, &m)) {
+            fprintf(stderr, "phalanx: restart: no usable checkpoint in %s\n", c->disk.dir);
             phx_node_exit(c->n, PHX_EXIT_CKPT_LOST, 1);
             return;
         }
-        PHX_INFO("ckpt", "restarting from epoch %llu of %s", (unsigned long long)m.epoch, c->dir);
+        PHX_INFO("ckpt", "restarting from epoch %llu of %s", (unsigned long long)m.epoch, c->disk.dir);
         uint64_t e = m.epoch;
         phx_ckd_manifest_free(&m);
         cr_send_decision(c, e, 1);
@@ -508,17 +509,17 @@ static void cr_stop(void *st)
     c->open = 0;
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, closed);
-    uv_timer_stop(&c->rj_timer);
-    uv_close((uv_handle_t *)&c->rj_timer, closed);
-    uv_timer_stop(&c->idle_timer);
-    uv_close((uv_handle_t *)&c->idle_timer, closed);
-    uv_close((uv_handle_t *)&c->async, closed);
+    uv_timer_stop(&c->rj.timer);
+    uv_close((uv_handle_t *)&c->rj.timer, closed);
+    uv_timer_stop(&c->probe.timer);
+    uv_close((uv_handle_t *)&c->probe.timer, closed);
+    uv_close((uv_handle_t *)&c->pause.async, closed);
     /* Paused workers leave for good: they must reach their STOP message. */
-    pthread_mutex_lock(&c->mu);
-    c->gen++;
+    pthread_mutex_lock(&c->pause.mu);
+    c->pause.gen++;
     atomic_store(&c->n->rec_pause, 0);
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
+    pthread_cond_broadcast(&c->pause.cv);
+    pthread_mutex_unlock(&c->pause.mu);
 }
 
 static void cr_destroy(void *st)
@@ -528,23 +529,23 @@ static void cr_destroy(void *st)
     phx_ck_round_free(&c->round);
     phx_ck_filter_free(&c->filt);
     phx_ck_store_free(&c->store);   /* orphans the blobs still referenced */
-    while (c->pins) {
-        pin_t *p = c->pins;
-        c->pins = p->next;
+    while (c->bulk.pins) {
+        pin_t *p = c->bulk.pins;
+        c->bulk.pins = p->next;
         if (p->refs)
             p->detached = 1;   /* freed by its last release (phx_net_free) */
         else
             free(p);
     }
-    phx_ck_join_free(&c->join);
-    phx_ck_quiet_free(&c->quiet);
-    free(c->rj_inc);
-    free(c->rj_new);
+    phx_ck_join_free(&c->rj.join);
+    phx_ck_quiet_free(&c->probe.quiet);
+    free(c->rj.inc);
+    free(c->rj.taken);
     free(c->lost);
     free(c->rep_pr);
     free(c->fresh);
-    free(c->rj_loc);
-    free(c->rj_buddy);
+    free(c->rj.loc);
+    free(c->rj.buddy);
     if (c->n->loc == c->loc)
         c->n->loc = NULL;
     free(c->ring);
@@ -552,28 +553,28 @@ static void cr_destroy(void *st)
     free(c->buddy);
     free(c->dead);
     free(c->done);
-    free(c->lh);
-    free(c->lt);
-    free(c->wgen);
-    free(c->disk_ok);
-    if (c->xfer)
+    free(c->pause.lh);
+    free(c->pause.lt);
+    free(c->pause.wgen);
+    free(c->disk.ok);
+    if (c->xfer.blob)
         cr_xfer_clear(c);
-    free(c->xfer);
-    free(c->xfer_len);
-    free(c->xfer_epoch);
-    free(c->xfer_done);
+    free(c->xfer.blob);
+    free(c->xfer.len);
+    free(c->xfer.epoch);
+    free(c->xfer.done);
     cr_bulk_drop(c, -1, BK_TX | BK_RX);
-    if (c->mig_in && c->mig_out)
+    if (c->home.in && c->home.out)
         cr_mig_reset(c);
-    free(c->mig_in);
-    free(c->mig_out);
-    free(c->mig_in_len);
-    free(c->mig_in_id);
-    free(c->mig_in_done);
-    free(c->mig_loc);
-    free(c->mig_from);
-    free(c->tx);
-    free(c->rx);
+    free(c->home.in);
+    free(c->home.out);
+    free(c->home.in_len);
+    free(c->home.in_id);
+    free(c->home.in_done);
+    free(c->home.loc);
+    free(c->home.from);
+    free(c->bulk.tx);
+    free(c->bulk.rx);
     free(c);
 }
 

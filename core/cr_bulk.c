@@ -81,7 +81,7 @@ static void pin_release(void *arg)
 static pin_t *pin_get(cr_t *c, void *blob)
 {
     pin_t *free_one = NULL;
-    for (pin_t *p = c->pins; p; p = p->next) {
+    for (pin_t *p = c->bulk.pins; p; p = p->next) {
         if (p->refs && p->blob == blob)
             return p;
         if (!p->refs)
@@ -90,8 +90,8 @@ static pin_t *pin_get(cr_t *c, void *blob)
     if (!free_one) {
         if (!(free_one = calloc(1, sizeof *free_one)))
             return NULL;
-        free_one->next = c->pins;
-        c->pins = free_one;
+        free_one->next = c->bulk.pins;
+        c->bulk.pins = free_one;
     }
     free_one->blob = blob;
     return free_one;
@@ -100,7 +100,7 @@ static pin_t *pin_get(cr_t *c, void *blob)
 /* Store hook: a blob still referenced by the transport is not pooled. */
 int cr_pin_keep(void *ctx, void *blob)
 {
-    for (pin_t *p = ((cr_t *)ctx)->pins; p; p = p->next)
+    for (pin_t *p = ((cr_t *)ctx)->bulk.pins; p; p = p->next)
         if (p->refs && p->blob == blob) {
             p->orphan = 1;
             return 1;
@@ -150,8 +150,8 @@ static void bulk_pump(cr_t *c, bulk_t *t)
 int cr_bulk_send(cr_t *c, int kind, int peer, int key, uint64_t id, uint64_t epoch, const void *blob,
                      size_t len)
 {
-    bulk_t *t = bulk_find(c->tx, c->ntx, peer, kind, key);
-    if (!t && !(t = bulk_add(&c->tx, &c->ntx, &c->captx)))
+    bulk_t *t = bulk_find(c->bulk.tx, c->bulk.ntx, peer, kind, key);
+    if (!t && !(t = bulk_add(&c->bulk.tx, &c->bulk.ntx, &c->bulk.captx)))
         return PHX_ENOMEM;
     *t = (bulk_t){ .peer = peer, .kind = kind, .key = key, .id = id, .epoch = epoch, .src = blob, .total = len };
     bulk_pump(c, t);
@@ -161,12 +161,12 @@ int cr_bulk_send(cr_t *c, int kind, int peer, int key, uint64_t id, uint64_t epo
 /* Ends the transfers (which: BK_TX | BK_RX) of one kind (any: -1). */
 void cr_bulk_drop(cr_t *c, int kind, int which)
 {
-    for (int i = c->ntx - 1; i >= 0 && (which & BK_TX); i--)
-        if (kind < 0 || c->tx[i].kind == kind)
-            bulk_del(c->tx, &c->ntx, &c->tx[i]);
-    for (int i = c->nrx - 1; i >= 0 && (which & BK_RX); i--)
-        if (kind < 0 || c->rx[i].kind == kind)
-            bulk_del(c->rx, &c->nrx, &c->rx[i]);
+    for (int i = c->bulk.ntx - 1; i >= 0 && (which & BK_TX); i--)
+        if (kind < 0 || c->bulk.tx[i].kind == kind)
+            bulk_del(c->bulk.tx, &c->bulk.ntx, &c->bulk.tx[i]);
+    for (int i = c->bulk.nrx - 1; i >= 0 && (which & BK_RX); i--)
+        if (kind < 0 || c->bulk.rx[i].kind == kind)
+            bulk_del(c->bulk.rx, &c->bulk.nrx, &c->bulk.rx[i]);
 }
 
 void cr_on_cack(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len)
@@ -174,13 +174,13 @@ void cr_on_cack(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len)
     phx_ck_cack_t a;
     if (phx_ck_cack_dec(p, len, &a))
         return;
-    bulk_t *t = bulk_find(c->tx, c->ntx, peer, a.kind, a.key);
+    bulk_t *t = bulk_find(c->bulk.tx, c->bulk.ntx, peer, a.kind, a.key);
     uint64_t got = a.got;
     if (!t || t->id != id || got > t->off || got < t->acked)
         return;   /* an ended or restarted transfer */
     t->acked = got;
     if (t->acked == t->total)
-        bulk_del(c->tx, &c->ntx, t);
+        bulk_del(c->bulk.tx, &c->bulk.ntx, t);
     else
         bulk_pump(c, t);
 }
@@ -200,7 +200,7 @@ uint8_t *cr_rx_claim(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t
         phx_ck_chunk_dec(m.body, m.len, &ch))
         return NULL;
     uint64_t total = ch.total, off = ch.off;
-    bulk_t *r = bulk_find(c->rx, c->nrx, peer, ch.kind, ch.key);
+    bulk_t *r = bulk_find(c->bulk.rx, c->bulk.nrx, peer, ch.kind, ch.key);
     if (!r || !off || r->claimed || r->id != m.arg || r->off != off || r->total != total)
         return NULL;
     r->claimed = 1;
@@ -217,7 +217,7 @@ void cr_rx_claimed(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *
     phx_ck_chunk_t ch;
     if (phx_ck_ctl_dec(p, h->len, &m) || phx_ck_chunk_dec(m.body, m.len, &ch))
         return;
-    bulk_t *r = bulk_find(c->rx, c->nrx, peer, ch.kind, ch.key);
+    bulk_t *r = bulk_find(c->bulk.rx, c->bulk.nrx, peer, ch.kind, ch.key);
     if (!r || !r->claimed)
         return;
     r->claimed = 0;
@@ -237,10 +237,10 @@ void cr_on_chunk(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len)
     size_t k = len - PHX_CK_CHUNK_HDR;
     if ((kind != BK_COPY && kind != BK_XFER && kind != BK_MIG) || key < 0 || key >= c->size)
         return;
-    bulk_t *r = bulk_find(c->rx, c->nrx, peer, kind, key);
+    bulk_t *r = bulk_find(c->bulk.rx, c->bulk.nrx, peer, kind, key);
     if (off == 0) {
         if (r)
-            bulk_del(c->rx, &c->nrx, r);
+            bulk_del(c->bulk.rx, &c->bulk.nrx, r);
         size_t cap;
         uint8_t *buf = kind == BK_COPY && phx_ck_store_open(&c->store, epoch)
                            ? phx_ck_store_buf(&c->store, total, &cap) : kind != BK_COPY ? malloc(total ? total : 1) : NULL;
@@ -249,7 +249,7 @@ void cr_on_chunk(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len)
                      (unsigned long long)epoch);
             return;
         }
-        if (!(r = bulk_add(&c->rx, &c->nrx, &c->caprx))) {
+        if (!(r = bulk_add(&c->bulk.rx, &c->bulk.nrx, &c->bulk.caprx))) {
             free(buf);
             cr_fatal(c, 1, "%s", "out of memory receiving a checkpoint");
             return;
@@ -290,29 +290,29 @@ static void on_bulk_done(cr_t *c, bulk_t *r)
             PHX_WARN("ckpt", "buddy copy of rank %d not kept: %s", peer, phx_strerror(rc));
         else
             r->dst = NULL;
-        bulk_del(c->rx, &c->nrx, r);
+        bulk_del(c->bulk.rx, &c->bulk.nrx, r);
         if (!rc)
             cr_ctl(c, peer, CK_ACK, id, NULL, 0);
         return;
     }
     if (r->kind == BK_MIG) {   /* rebuilt at this checkpoint's cut (migrate) */
-        free(c->mig_in[peer]);
-        c->mig_in[peer] = r->dst;
-        c->mig_in_len[peer] = r->total;
-        c->mig_in_id[peer] = id;
+        free(c->home.in[peer]);
+        c->home.in[peer] = r->dst;
+        c->home.in_len[peer] = r->total;
+        c->home.in_id[peer] = id;
         r->dst = NULL;
-        bulk_del(c->rx, &c->nrx, r);
+        bulk_del(c->bulk.rx, &c->bulk.nrx, r);
         cr_progress(c);
         return;
     }
     if ((int)id >= c->ndead) {   /* else shipped for an older round */
-        free(c->xfer[key]);
-        c->xfer[key] = r->dst;
-        c->xfer_len[key] = r->total;
-        c->xfer_epoch[key] = r->epoch;
+        free(c->xfer.blob[key]);
+        c->xfer.blob[key] = r->dst;
+        c->xfer.len[key] = r->total;
+        c->xfer.epoch[key] = r->epoch;
         r->dst = NULL;
     }
-    bulk_del(c->rx, &c->nrx, r);
+    bulk_del(c->bulk.rx, &c->bulk.nrx, r);
     cr_progress(c);
 }
 

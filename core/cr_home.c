@@ -28,7 +28,7 @@ int cr_home_table(const cr_t *c, int *t)
 static int mig_moves(const cr_t *c, int a, int b)
 {
     for (int i = 0; i < c->nloc; i++)
-        if (c->mig_from[i] == a && c->mig_loc[i] == b)
+        if (c->home.from[i] == a && c->home.loc[i] == b)
             return 1;
     return 0;
 }
@@ -36,19 +36,19 @@ static int mig_moves(const cr_t *c, int a, int b)
 /* At a moving checkpoint's cut (every marker in, workers paused): ships a
  * snapshot to each rank that takes some of this node's slices, rebuilds
  * what stays from it, switches the table, and rebuilds what the others
- * ship here. 1 once this node holds exactly its slices under mig_loc. */
+ * ship here. 1 once this node holds exactly its slices under home.loc. */
 int cr_migrate(cr_t *c)
 {
     phx_node_t *n = c->n;
     int rc = 0;
-    if (c->mig == 1) {
-        c->mig = 2;
+    if (c->home.mig == 1) {
+        c->home.mig = 2;
         /* One snapshot per taker, of what it takes; then, if any left, one
          * of what stays, from which this node is rebuilt. */
         size_t len = 0;
         uint32_t kept = 0, sent = 0;
         int leaves = 0;
-        c->enc_loc = c->mig_loc;
+        c->enc_loc = c->home.loc;
         for (int r = 0; r < c->size && !rc; r++) {
             if (r == c->self || !mig_moves(c, c->self, r))
                 continue;
@@ -56,8 +56,8 @@ int cr_migrate(cr_t *c)
             c->enc_to = r;
             void *b = NULL;
             if (!(rc = cr_snapshot(c, &b, &len))) {
-                free(c->mig_out[r]);
-                c->mig_out[r] = b;
+                free(c->home.out[r]);
+                c->home.out[r] = b;
                 rc = cr_bulk_send(c, BK_MIG, r, c->self, c->ck_id, c->ck_epoch, b, len);
             }
             phx_ck_blob_head_t bh;
@@ -73,16 +73,16 @@ int cr_migrate(cr_t *c)
             }
             if (!rc) {
                 cr_discard_all(c, 1);
-                c->migrating = 1;
+                c->home.migrating = 1;
                 rc = cr_restore_blob(c, own, len, 1, NULL, &kept);
-                c->migrating = 0;
+                c->home.migrating = 0;
                 phx_evlog("migrate_out", "\"epoch\":%llu,\"tasks\":%u,\"kept\":%u", (unsigned long long)c->ck_epoch,
                           sent, kept);
             }
             free(own);
         }
         c->enc_loc = NULL;
-        memcpy(c->loc, c->mig_loc, (size_t)c->nloc * sizeof *c->loc);
+        memcpy(c->loc, c->home.loc, (size_t)c->nloc * sizeof *c->loc);
         n->loc_n = c->nhome;
         n->loc = c->loc;
     }
@@ -91,19 +91,19 @@ int cr_migrate(cr_t *c)
         if (s == c->self || !mig_moves(c, s, c->self))
             continue;
         takes = 1;
-        if (c->mig_in_done[s])
+        if (c->home.in_done[s])
             continue;
-        if (!c->mig_in[s] || c->mig_in_id[s] != c->ck_id) {
+        if (!c->home.in[s] || c->home.in_id[s] != c->ck_id) {
             wait = 1;   /* on its way */
             continue;
         }
         uint32_t k = 0;
-        c->migrating = 1;
-        rc = cr_restore_blob(c, c->mig_in[s], c->mig_in_len[s], 0, c->mig_loc, &k);
-        c->migrating = 0;
-        c->mig_in_done[s] = 1;
-        free(c->mig_in[s]);
-        c->mig_in[s] = NULL;
+        c->home.migrating = 1;
+        rc = cr_restore_blob(c, c->home.in[s], c->home.in_len[s], 0, c->home.loc, &k);
+        c->home.migrating = 0;
+        c->home.in_done[s] = 1;
+        free(c->home.in[s]);
+        c->home.in[s] = NULL;
         phx_evlog("migrate_in", "\"epoch\":%llu,\"tasks\":%u,\"from\":%d", (unsigned long long)c->ck_epoch, k, s);
     }
     if (rc) {
@@ -118,13 +118,13 @@ int cr_migrate(cr_t *c)
 /* Ends a moving checkpoint (committed or aborted; its transfers dropped). */
 void cr_mig_reset(cr_t *c)
 {
-    c->mig = 0;
+    c->home.mig = 0;
     for (int s = 0; s < c->size; s++) {
-        free(c->mig_out[s]);
-        c->mig_out[s] = NULL;
-        free(c->mig_in[s]);
-        c->mig_in[s] = NULL;
-        c->mig_in_done[s] = 0;
+        free(c->home.out[s]);
+        c->home.out[s] = NULL;
+        free(c->home.in[s]);
+        c->home.in[s] = NULL;
+        c->home.in_done[s] = 0;
     }
 }
 

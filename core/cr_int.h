@@ -1,6 +1,18 @@
-/* recovery=cr: state and functions shared by its files (core/cr*.c);
- * private to them (modes built on cr use core/cr.h). Comm thread unless
- * stated otherwise. */
+/* recovery=cr: state and functions shared by its files, private to them
+ * (modes built on cr use core/cr.h). One concern per file:
+ *   cr.c          configuration, init/stop, the mode's hooks, sending, the
+ *                 control dispatch;
+ *   cr_pause.c    pausing the workers at handler boundaries;
+ *   cr_bulk.c     chunked transfer of blobs (zero-copy, acknowledged);
+ *   cr_snap.c     the snapshot codec: tasks, queues, finished ids; restore;
+ *   cr_round.c    the commit round (BEGIN/MARK/READY/COMMIT), the disk copy
+ *                 of a committed epoch, idle probes (td=cut);
+ *   cr_home.c     the move home of slices a partial round left on helpers;
+ *   cr_recover.c  the recovery round: report, decide, rollback, relocation,
+ *                 restore order, GO;
+ *   cr_rejoin.c   restart-on=respawn: a new incarnation taken back in;
+ *   ckpt_disk.c   the checkpoint files.
+ * The decisions are ft/ckpt's. Comm thread unless stated otherwise. */
 #ifndef PHX_CORE_CR_INT_H
 #define PHX_CORE_CR_INT_H
 
@@ -35,7 +47,7 @@ typedef struct pin {
     struct pin *next;
 } pin_t;
 
-/* One blob in transit in chunks (see "bulk transfer" below). */
+/* One blob in transit in chunks (core/cr_bulk.c). */
 enum { BK_COPY, BK_XFER, BK_MIG };
 typedef struct bulk {
     int peer, kind, key;        /* key: the rank whose state it is */
@@ -47,12 +59,9 @@ typedef struct bulk {
     phx_net_t *net;             /* with claimed: whom to tell before dst goes */
 } bulk_t;
 
-typedef struct cr {
-    phx_node_t *n;
-    int self, size;
+/* Worker pause (cr_pause.c): the barrier the workers park at. */
+typedef struct cr_pause {
     uv_async_t async;           /* workers -> comm: everyone paused */
-    uv_timer_t timer;           /* ckpt-interval */
-    int open;
     pthread_mutex_t mu;         /* pause barrier */
     pthread_cond_t cv;
     uint64_t gen;               /* pause generation: bumped by every resume */
@@ -60,6 +69,83 @@ typedef struct cr {
     struct cds_wfcq_head **lh;  /* each paused worker's unhandled batch */
     struct cds_wfcq_tail **lt;
     int paused;                 /* comm's view: all workers parked */
+} cr_pause_t;
+
+/* Bulk transfer (cr_bulk.c), comm thread. */
+typedef struct cr_bulk {
+    bulk_t *tx, *rx;            /* transfers in progress */
+    pin_t *pins;                /* blobs referenced by zero-copy chunks */
+    int ntx, nrx, captx, caprx;
+} cr_bulk_t;
+
+/* Disk checkpoints (core/ckpt_disk.h). */
+typedef struct cr_disk {
+    const char *dir;            /* NULL: memory only */
+    uint64_t tag;               /* program tag: foreign checkpoints are refused */
+    uint64_t epoch;             /* coordinator: epoch whose files are being written */
+    uint8_t *ok;
+} cr_disk_t;
+
+/* A dead node's copy shipped by its buddy to the other hosts of its
+ * slices (RB_XFER), per dead rank: the epoch it belongs to and the blob. */
+typedef struct cr_xfer {
+    void **blob;
+    size_t *len;
+    uint64_t *epoch;
+    uint8_t *done;              /* this round: restored from blob[x] */
+} cr_xfer_t;
+
+/* restart-on=respawn (cr_rejoin.c): a lost rank comes back as a new
+ * incarnation and the recovery round takes it in (its old incarnation
+ * stays dead). */
+typedef struct cr_rejoin {
+    int respawn;
+    int joining;                /* this process is such a newcomer, not taken in yet */
+    uint16_t view;              /* membership view of the detector (ft/hb) */
+    phx_ck_join_t join;         /* coordinator: newcomers, who has them connected */
+    uint32_t *inc;              /* per rank: its newcomer's incarnation, connected here */
+    uint32_t *taken;            /* take_in: per rank, the incarnation taken in (0: none) */
+    int *loc, *buddy;           /* joining: the epoch's tables, from DECIDE */
+    uv_timer_t timer;           /* a lost rank must be back within startup-timeout */
+} cr_rejoin_t;
+
+/* Going home (cr_home.c): message logging with restart-on=respawn recovers
+ * a loss on helpers without waiting for the lost rank; its new incarnation
+ * is taken in at a later commit (hosting nothing), and the next
+ * checkpoint's BEGIN carries the table that puts its slices back
+ * (cr_home_table). At that checkpoint's cut, with every marker in and
+ * workers paused, each node ships the tasks that leave it and rebuilds the
+ * rest (cr_migrate): the table changes between two consistent states, so
+ * no frame can reach a task's old host afterwards (nothing to forward). A
+ * failure before the commit rolls back globally (pr bit 2). */
+typedef struct cr_home {
+    int mig;                    /* 1: this checkpoint moves slices, 2: shipped here */
+    int *loc, *from;            /* the table after and before it */
+    void **out;                 /* per taker: the snapshot shipped (read until the commit) */
+    void **in;                  /* per sender: its snapshot, to rebuild what it ships here */
+    size_t *in_len;
+    uint64_t *in_id;
+    uint8_t *in_done;
+    int migrating;              /* restore_blob runs for a move, not a restore */
+} cr_home_t;
+
+/* Termination by quiescence at the cut (ft/ckpt/quiet.h); cut = 0:
+ * td=none, the job ends by phx_exit. */
+typedef struct cr_probe {
+    int cut;
+    uint64_t queued;            /* messages queued here at this checkpoint's cut */
+    phx_ck_quiet_t quiet;       /* coordinator */
+    int on;                     /* coordinator: this checkpoint is a probe */
+    int idle_sent;              /* last idle report sent (-1: none since a failure) */
+    uv_timer_t timer;
+} cr_probe_t;
+
+typedef struct cr {
+    phx_node_t *n;
+    int self, size;
+    uv_timer_t timer;           /* ckpt-interval */
+    int open;
+    cr_pause_t pause;
     int *ring, *loc, *buddy;
     uint8_t *dead;
     int ndead;
@@ -88,37 +174,17 @@ typedef struct cr {
      * incarnation that dies. */
     int die_point;              /* DIE_* */
     uint64_t die_epoch;
-    /* disk checkpoints (core/ckpt_disk.h) */
-    const char *dir;            /* NULL: memory only */
-    uint64_t tag;               /* program tag: foreign checkpoints are refused */
+    cr_disk_t disk;
     int nhome;                  /* home ranks in loc: max(size, ranks of a restarted job) */
     int nloc;                   /* entries of loc: nhome * PHX_LOC_SLICES */
-    /* a dead node's copy shipped by its buddy to the other hosts of its
-     * slices (RB_XFER), per dead rank: the epoch it belongs to and the blob */
-    void **xfer;
-    size_t *xfer_len;
-    uint64_t *xfer_epoch;
-    uint8_t *xfer_done;         /* this round: restored from xfer[x] */
-    bulk_t *tx, *rx;            /* transfers in cr_progress (comm thread) */
-    pin_t *pins;                /* blobs referenced by zero-copy chunks (comm thread) */
-    int ntx, nrx, captx, caprx;
+    cr_xfer_t xfer;
+    cr_bulk_t bulk;
     int restored_own;           /* this round: own + buddy share restored, copies shipped */
     int restarting;             /* started with restart=DIR, not restored yet */
-    uint64_t disk_epoch;        /* coordinator: epoch whose files are being written */
-    uint8_t *disk_ok;
     int rb_disk;                /* the decided rollback restores from disk */
-    /* restart-on=respawn: a lost rank comes back as a new incarnation and
-     * the recovery round takes it in (its old incarnation stays dead). */
-    int respawn;
-    int joining;                /* this process is such a newcomer, not taken in yet */
-    uint16_t view;              /* membership view of the detector (ft/hb) */
-    phx_ck_join_t join;         /* coordinator: newcomers, who has them connected */
-    uint32_t *rj_inc;           /* per rank: its newcomer's incarnation, connected here */
-    uint32_t *rj_new;           /* take_in: per rank, the incarnation taken in (0: none) */
+    cr_rejoin_t rj;
     uint8_t *lost;              /* this round: ranks whose state comes from the buddy copy */
     uint8_t *fresh;             /* taken in this round: not coordinator before GO */
-    int *rj_loc, *rj_buddy;     /* joining: the epoch's tables, from DECIDE */
-    uv_timer_t rj_timer;        /* a lost rank must be back within startup-timeout */
     /* A mode layered on cr (message logging) hears of commits and
      * rollbacks, with the workers paused (phx_cr_listen). */
     phx_cr_listen_fn lis;
@@ -135,34 +201,11 @@ typedef struct cr {
     int pr;
     uint8_t *rep_pr;            /* coordinator: each reporter's pr (RB_STATE) */
     phx_cr_rolls_fn rolls;      /* team logging: live ranks that roll back too */
-    /* Going home: message logging with restart-on=respawn recovers a loss
-     * on helpers without waiting for the lost rank; its new incarnation is
-     * taken in at a later commit (hosting nothing), and the next checkpoint's
-     * BEGIN carries the table that puts its slices back (home_table). At that
-     * checkpoint's cut, with every marker in and workers paused, each node
-     * ships the tasks that leave it and rebuilds the rest (migrate): the
-     * table changes between two consistent states, so no frame can reach a
-     * task's old host afterwards (nothing to forward). A failure before the
-     * commit rolls back globally (pr bit 2). */
-    int mig;                    /* 1: this checkpoint moves slices, 2: shipped here */
-    int *mig_loc, *mig_from;    /* the table after and before it */
-    void **mig_out;             /* per taker: the snapshot shipped (read until the commit) */
-    void **mig_in;              /* per sender: its snapshot, to rebuild what it ships here */
-    size_t *mig_in_len;
-    uint64_t *mig_in_id;
-    uint8_t *mig_in_done;
-    int migrating;              /* restore_blob runs for a move, not a restore */
+    cr_home_t home;
     const int *enc_loc;         /* snapshot: NULL, or only what this table puts on enc_to */
     int enc_to;
     int ck_hold, ck_deferred;   /* phx_cr_hold; a checkpoint asked for meanwhile */
-    /* Termination by quiescence at the cut (ft/ckpt/quiet.h); cut = 0:
-     * td=none, the job ends by phx_exit. */
-    int cut;
-    uint64_t ck_queued;         /* messages queued here at this checkpoint's cut */
-    phx_ck_quiet_t quiet;       /* coordinator */
-    int probe;                  /* coordinator: this checkpoint is a probe */
-    int idle_sent;              /* last idle report sent (-1: none since a failure) */
-    uv_timer_t idle_timer;
+    cr_probe_t probe;
 } cr_t;
 
 enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN, DIE_SHIPPED, DIE_MOVED };
@@ -187,7 +230,7 @@ void cr_on_async(uv_async_t *a);
 /* cr_bulk.c: chunked transfer */
 int cr_pin_keep(void *ctx, void *blob);
 int cr_bulk_send(cr_t *c, int kind, int peer, int key, uint64_t id, uint64_t epoch, const void *blob,
-                     size_t len);
+                 size_t len);
 void cr_bulk_drop(cr_t *c, int kind, int which);
 void cr_on_cack(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len);
 uint8_t *cr_rx_claim(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *p, void **tok);
@@ -225,7 +268,7 @@ void cr_xfer_clear(cr_t *c);
 void cr_rb_progress(cr_t *c);
 void cr_rb_try_decide(cr_t *c);
 void cr_ctl_eset(cr_t *c, int tag, uint64_t id, uint64_t e, int flags, int joins, const int *loc,
-                     const int *buddy);
+                 const int *buddy);
 void cr_send_decision(cr_t *c, uint64_t e, int disk);
 int cr_on_failure(void *st, int rank);
 void cr_on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len);

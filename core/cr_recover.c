@@ -29,10 +29,10 @@ static uint8_t *enc_eset(cr_t *c, uint64_t e, int flags, int joins, const int *l
     }
     for (int x = 0; joins && x < c->size; x++) {
         uint32_t inc = 0;
-        incs[x] = c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc) ? inc : 0;
+        incs[x] = c->dead[x] && phx_ck_join_ready(&c->rj.join, x, c->dead, &inc) ? inc : 0;
     }
     phx_ck_eset_t m = { .epoch = e, .dead = c->dead, .flags = (uint8_t)flags, .joins = joins,
-                        .view = (uint16_t)(c->view + 1), .incs = incs, .loc = loc, .buddy = buddy };
+                        .view = (uint16_t)(c->rj.view + 1), .incs = incs, .loc = loc, .buddy = buddy };
     *len = (size_t)phx_ck_eset_enc(&m, c->size, c->nloc, buf, cap);
     free(incs);
     return buf;
@@ -54,10 +54,10 @@ static void do_rollback_disk(cr_t *c)
 {
     phx_node_t *n = c->n;
     phx_ckd_manifest_t m;
-    if (phx_ckd_find(c->dir, c->tag, c->rb_epoch, &m) || m.epoch != c->rb_epoch || m.nhome > c->nhome ||
+    if (phx_ckd_find(c->disk.dir, c->disk.tag, c->rb_epoch, &m) || m.epoch != c->rb_epoch || m.nhome > c->nhome ||
         m.slices != PHX_LOC_SLICES) {
         fprintf(stderr, "phalanx: recovery=cr: disk checkpoint of epoch %llu in %s is not usable\n",
-                (unsigned long long)c->rb_epoch, c->dir);
+                (unsigned long long)c->rb_epoch, c->disk.dir);
         phx_node_exit(n, PHX_EXIT_CKPT_LOST, 1);
         return;
     }
@@ -92,7 +92,7 @@ static void do_rollback_disk(cr_t *c)
             continue;
         void *blob;
         size_t len;
-        if ((rc = phx_ckd_read_rank(c->dir, c->tag, m.epoch, m.ranks[i], &blob, &len)))
+        if ((rc = phx_ckd_read_rank(c->disk.dir, c->disk.tag, m.epoch, m.ranks[i], &blob, &len)))
             break;
         if (mine)
             rc = cr_restore_blob(c, blob, len, 0, NULL, &nt);
@@ -208,10 +208,10 @@ int cr_adopt_epoch(cr_t *c, uint64_t e, void *blob, size_t len)
         cr_fatal(c, 1, "%s", "no checkpoint slot for the rejoin (internal error)");
         return PHX_EINVAL;
     }
-    memcpy(slot->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
-    memcpy(slot->buddy, c->rj_buddy, (size_t)c->size * sizeof *c->buddy);
+    memcpy(slot->loc, c->rj.loc, (size_t)c->nloc * sizeof *c->loc);
+    memcpy(slot->buddy, c->rj.buddy, (size_t)c->size * sizeof *c->buddy);
     phx_ck_store_commit(&c->store, e);
-    memcpy(c->loc, c->rj_loc, (size_t)c->nloc * sizeof *c->loc);
+    memcpy(c->loc, c->rj.loc, (size_t)c->nloc * sizeof *c->loc);
     c->n->loc_n = c->nhome;
     c->n->loc = c->loc;
     return 0;
@@ -226,7 +226,7 @@ static void do_rollback(cr_t *c)
         do_rollback_disk(c);
         return;
     }
-    if (c->joining) {
+    if (c->rj.joining) {
         cr_rejoin_restore(c);
         return;
     }
@@ -272,15 +272,15 @@ static void do_rollback(cr_t *c)
     /* The other buddies ship their share of the dead nodes' copies here. */
     int waiting = 0;
     for (int x = 0; x < c->size && !rc; x++) {
-        if (!c->lost[x] || slot->buddy[x] == c->self || c->xfer_done[x] || !moves_to(c, slot->loc, loc, x, c->self))
+        if (!c->lost[x] || slot->buddy[x] == c->self || c->xfer.done[x] || !moves_to(c, slot->loc, loc, x, c->self))
             continue;
-        if (!c->xfer[x] || c->xfer_epoch[x] != c->rb_epoch) {
+        if (!c->xfer.blob[x] || c->xfer.epoch[x] != c->rb_epoch) {
             waiting = 1;
             continue;
         }
         uint32_t k = 0;
-        rc = cr_restore_blob(c, c->xfer[x], c->xfer_len[x], 0, keep, &k);
-        c->xfer_done[x] = 1;
+        rc = cr_restore_blob(c, c->xfer.blob[x], c->xfer.len[x], 0, keep, &k);
+        c->xfer.done[x] = 1;
         phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", k, x,
                   c->self, slot->buddy[x]);
         phx_metrics_add(PHX_M_TASKS_RESTORED, k);
@@ -306,15 +306,15 @@ static void do_rollback(cr_t *c)
 void cr_xfer_clear(cr_t *c)
 {
     for (int x = 0; x < c->size; x++) {
-        free(c->xfer[x]);
-        c->xfer[x] = NULL;
-        c->xfer_epoch[x] = 0;
+        free(c->xfer.blob[x]);
+        c->xfer.blob[x] = NULL;
+        c->xfer.epoch[x] = 0;
     }
 }
 
 void cr_rb_progress(cr_t *c)
 {
-    if (!c->paused)
+    if (!c->pause.paused)
         return;
     if (!c->state_sent) {
         c->state_sent = 1;
@@ -338,7 +338,7 @@ void cr_rb_try_decide(cr_t *c)
         bad = 2;
     free(loc);
     phx_ckd_manifest_t m;
-    if (bad && c->dir && !phx_ckd_find(c->dir, c->tag, UINT64_MAX, &m)) {
+    if (bad && c->disk.dir && !phx_ckd_find(c->disk.dir, c->disk.tag, UINT64_MAX, &m)) {
         /* Both memory copies of some node are gone: the disk has them. */
         PHX_WARN("ckpt", "memory copies lost; restoring disk epoch %llu", (unsigned long long)m.epoch);
         e = m.epoch;
@@ -351,7 +351,7 @@ void cr_rb_try_decide(cr_t *c)
         uint8_t buf[PHX_CK_ABORT_LEN];
         phx_ck_abort_enc(buf, &(phx_ck_abort_t){ .lost = lost, .buddy = lost_buddy });
         for (int x = 0; x < c->size; x++)   /* newcomers connected here wait for nothing more */
-            if (c->dead[x] && c->rj_inc[x])
+            if (c->dead[x] && c->rj.inc[x])
                 cr_ctl(c, x, RB_ABORT, e, buf, sizeof buf);
         cr_ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
         return;
@@ -384,7 +384,7 @@ void cr_rb_try_decide(cr_t *c)
      * later commit and gets its tasks back at the checkpoint after), and
      * no live rank may have moved tasks home since the epoch (its table
      * is no longer the epoch's). */
-    int partial = c->partial_ok && rule && !disk && !moved && (c->n->cfg.restart_mode == PHX_RESTART_SURVIVORS || c->respawn);
+    int partial = c->partial_ok && rule && !disk && !moved && (c->n->cfg.restart_mode == PHX_RESTART_SURVIVORS || c->rj.respawn);
     /* ... and only where some live rank keeps running (mlog-team). */
     int keeps = !c->rolls;
     for (int r = 0; !keeps && r < c->size; r++)
@@ -392,8 +392,8 @@ void cr_rb_try_decide(cr_t *c)
     partial &= keeps;
     int seq = partial && replayed == PHX_CR_REPLAYED_ENDED;
     uint32_t inc;
-    for (int x = 0; c->respawn && !partial && x < c->size; x++)
-        if (c->dead[x] && !phx_ck_join_ready(&c->join, x, c->dead, &inc))
+    for (int x = 0; c->rj.respawn && !partial && x < c->size; x++)
+        if (c->dead[x] && !phx_ck_join_ready(&c->rj.join, x, c->dead, &inc))
             return;   /* every lost rank comes back first (or rj_timer ends the job) */
     cr_send_decision(c, e, disk | (partial ? 2 : 0) | (seq ? 4 : 0));
 }
@@ -411,7 +411,7 @@ void cr_ctl_eset(cr_t *c, int tag, uint64_t id, uint64_t e, int flags, int joins
     if (joins) {
         uint32_t inc = 0;
         for (int x = 0; x < c->size; x++)
-            if (c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc))
+            if (c->dead[x] && phx_ck_join_ready(&c->rj.join, x, c->dead, &inc))
                 cr_ctl(c, x, tag, id, buf, len);
     }
     cr_ctl_all(c, tag, id, buf, len, 1);
@@ -436,9 +436,9 @@ int cr_on_failure(void *st, int rank)
         return 1;
     c->dead[rank] = 1;
     c->ndead++;
-    c->probe = 0;
-    c->idle_sent = -1;
-    phx_ck_quiet_reset(&c->quiet);
+    c->probe.on = 0;
+    c->probe.idle_sent = -1;
+    phx_ck_quiet_reset(&c->probe.quiet);
     if (c->phase != PH_REC) {
         c->t_fail = phx_now_ns();
         if (c->phase == PH_CK)
@@ -447,14 +447,14 @@ int cr_on_failure(void *st, int rank)
         c->phase = PH_REC;
     }
     c->state_sent = c->have_decision = c->restored = c->restored_own = 0;
-    memset(c->xfer_done, 0, (size_t)c->size);
+    memset(c->xfer.done, 0, (size_t)c->size);
     cr_bulk_drop(c, -1, BK_TX | BK_RX);   /* an aborted checkpoint's copies; a new round re-ships */
     cr_mig_reset(c);
-    if (c->respawn) {
-        c->rj_inc[rank] = 0;
-        uv_timer_start(&c->rj_timer, cr_on_rj_timer, (uint64_t)c->n->cfg.startup_timeout_ms, 0);
+    if (c->rj.respawn) {
+        c->rj.inc[rank] = 0;
+        uv_timer_start(&c->rj.timer, cr_on_rj_timer, (uint64_t)c->n->cfg.startup_timeout_ms, 0);
         for (int x = 0; x < c->size; x++)   /* the coordinator may have changed */
-            if (c->dead[x] && c->rj_inc[x])
+            if (c->dead[x] && c->rj.inc[x])
                 cr_rj_report(c, x);
     }
     cr_pause_workers(c);
@@ -469,7 +469,7 @@ void cr_on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
     if (phx_ck_eset_dec(p, len, c->size, c->nloc, &m))
         return;
     int joins = m.joins;
-    if (c->joining) {   /* ours only if it takes this incarnation in */
+    if (c->rj.joining) {   /* ours only if it takes this incarnation in */
         if (!joins || phx_wire_a32_u32(m.inc, (size_t)c->self) != c->n->inc)
             return;
         c->ndead = (int)round;
@@ -482,7 +482,7 @@ void cr_on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
     c->rb_partial = !!(m.flags & PHX_CK_D_PARTIAL);
     c->rb_seq = !!(m.flags & PHX_CK_D_SEQ);
     if (c->rb_partial) {
-        uv_timer_stop(&c->rj_timer);   /* nobody waits for a respawn: it is taken in at a later commit */
+        uv_timer_stop(&c->rj.timer);   /* nobody waits for a respawn: it is taken in at a later commit */
         for (int r = 0; r < c->size; r++)   /* an aborted checkpoint's markers must not count for its redo */
             if (c->filt.ck_mark[r] > c->store.committed)
                 c->filt.ck_mark[r] = c->store.committed;
@@ -498,7 +498,7 @@ void cr_on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
     c->have_decision = 1;
     c->t_decide = phx_now_ns();
     c->restored = c->restored_own = 0;
-    memset(c->xfer_done, 0, (size_t)c->size);
+    memset(c->xfer.done, 0, (size_t)c->size);
     cr_progress(c);
 }
 
@@ -511,10 +511,10 @@ void cr_on_go(cr_t *c, uint64_t round)
         c->pr = (c->pr & ~1) | 2;
     cr_xfer_clear(c);
     cr_bulk_drop(c, BK_XFER, BK_TX | BK_RX);
-    if (c->respawn) {
-        uv_timer_stop(&c->rj_timer);
+    if (c->rj.respawn) {
+        uv_timer_stop(&c->rj.timer);
         memset(c->fresh, 0, (size_t)c->size);   /* the lowest live rank coordinates again */
-        c->joining = 0;
+        c->rj.joining = 0;
     }
     double ms = (double)(phx_now_ns() - c->t_fail) / 1e6;
     phx_evlog("recovery_done", "\"epoch\":%llu,\"round\":%d,\"ms\":%.3f,\"stale_dropped\":%llu,\"stale_frames\":%llu",

@@ -16,11 +16,11 @@ void cr_rejoin_restore(cr_t *c)
 {
     int self = c->self, hosts = 0;
     for (int i = 0; i < c->nloc; i++)
-        hosts |= c->rj_loc[i] == self;
-    if (hosts && (!c->xfer[self] || c->xfer_epoch[self] != c->rb_epoch))
+        hosts |= c->rj.loc[i] == self;
+    if (hosts && (!c->xfer.blob[self] || c->xfer.epoch[self] != c->rb_epoch))
         return;   /* the buddy's copy is on its way */
-    size_t len = c->xfer_len[self];
-    void *blob = hosts ? c->xfer[self] : cr_empty_blob(c, c->rb_epoch, &len);
+    size_t len = c->xfer.len[self];
+    void *blob = hosts ? c->xfer.blob[self] : cr_empty_blob(c, c->rb_epoch, &len);
     if (!blob)
         return;
     if (cr_adopt_epoch(c, c->rb_epoch, blob, len)) {
@@ -29,7 +29,7 @@ void cr_rejoin_restore(cr_t *c)
         return;
     }
     if (hosts)
-        c->xfer[self] = NULL;   /* the store owns it */
+        c->xfer.blob[self] = NULL;   /* the store owns it */
     cr_discard_all(c, 0);
     cr_ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
     c->filt.round = (uint64_t)c->ndead;
@@ -41,7 +41,7 @@ void cr_rejoin_restore(cr_t *c)
     }
     phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
     phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", nt, self, self,
-              c->rj_buddy[self]);
+              c->rj.buddy[self]);
     phx_metrics_add(PHX_M_TASKS_RESTORED, nt);
     c->restored = 1;
     cr_ctl(c, cr_coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
@@ -51,8 +51,8 @@ void cr_rejoin_restore(cr_t *c)
 int cr_joins_ready(const cr_t *c)
 {
     uint32_t inc;
-    for (int x = 0; c->respawn && x < c->size; x++)
-        if (c->dead[x] && phx_ck_join_ready(&c->join, x, c->dead, &inc))
+    for (int x = 0; c->rj.respawn && x < c->size; x++)
+        if (c->dead[x] && phx_ck_join_ready(&c->rj.join, x, c->dead, &inc))
             return 1;
     return 0;
 }
@@ -62,18 +62,18 @@ int cr_joins_ready(const cr_t *c)
 void cr_rj_report(cr_t *c, int x)
 {
     uint8_t b[PHX_CK_JOIN_LEN];
-    phx_ck_join_enc(b, c->rj_inc[x]);
+    phx_ck_join_enc(b, c->rj.inc[x]);
     cr_ctl(c, cr_coord(c), RB_JOIN, (uint64_t)x, b, sizeof b);
 }
 
 void cr_on_peer_up(void *st, int peer, uint32_t inc)
 {
     cr_t *c = st;
-    if (!c->respawn || c->joining || peer < 0 || peer >= c->size || !c->dead[peer])
+    if (!c->rj.respawn || c->rj.joining || peer < 0 || peer >= c->size || !c->dead[peer])
         return;
     PHX_INFO("ckpt", "rank %d is back (incarnation %u)", peer, inc);
     phx_evlog("peer_back", "\"peer\":%d,\"inc\":%u", peer, inc);
-    c->rj_inc[peer] = inc;
+    c->rj.inc[peer] = inc;
     cr_rj_report(c, peer);
 }
 
@@ -86,7 +86,7 @@ void cr_on_rj_timer(uv_timer_t *t)
 {
     cr_t *c = t->data;
     int ms = c->n->cfg.startup_timeout_ms, x = 0;
-    if (c->joining) {
+    if (c->rj.joining) {
         /* Checked every hb-timeout: the job may have ended without this
          * incarnation (an abort, or its partial round needed no respawn):
          * no peer is connected and one that was has closed its listener. */
@@ -109,7 +109,7 @@ void cr_on_rj_timer(uv_timer_t *t)
     }
     if (c->phase != PH_REC)
         return;
-    while (x < c->size && !(c->dead[x] && !c->rj_inc[x]))
+    while (x < c->size && !(c->dead[x] && !c->rj.inc[x]))
         x++;
     if (x < c->size)
         fprintf(stderr, "phalanx: recovery=cr: rank %d did not come back within %d ms (restart-on=respawn needs it "
@@ -125,7 +125,7 @@ void cr_on_join(cr_t *c, int peer, uint64_t x, const uint8_t *p, size_t len)
 {
     uint32_t inc;
     if (!phx_ck_join_dec(p, len, &inc) && x < (uint64_t)c->size && cr_coord(c) == c->self &&
-        phx_ck_join_seen(&c->join, peer, (int)x, inc)) {
+        phx_ck_join_seen(&c->rj.join, peer, (int)x, inc)) {
         cr_rb_try_decide(c);
         if (c->partial_ok && c->phase == PH_IDLE && cr_joins_ready(c))
             cr_begin_checkpoint(c);   /* taken in at its commit (on_all_ready) */
@@ -136,33 +136,33 @@ void cr_on_join(cr_t *c, int peer, uint64_t x, const uint8_t *p, size_t len)
  * view (their old incarnations stay dead: the transport refuses them). */
 int cr_take_in(cr_t *c, const phx_ck_eset_t *m)
 {
-    c->view = m->view;
+    c->rj.view = m->view;
     for (int x = 0; x < c->size; x++) {
-        uint32_t inc = c->rj_new[x] = phx_wire_a32_u32(m->inc, (size_t)x);
+        uint32_t inc = c->rj.taken[x] = phx_wire_a32_u32(m->inc, (size_t)x);
         if (!inc)
             continue;
         c->dead[x] = 0;
         c->fresh[x] = 1;
-        c->rj_inc[x] = 0;
-        phx_ck_join_clear(&c->join, x);
-        phx_evlog("rejoin", "\"rank\":%d,\"inc\":%u,\"view\":%u", x, inc, (unsigned)c->view);
+        c->rj.inc[x] = 0;
+        phx_ck_join_clear(&c->rj.join, x);
+        phx_evlog("rejoin", "\"rank\":%d,\"inc\":%u,\"view\":%u", x, inc, (unsigned)c->rj.view);
     }
     for (int i = 0; i < c->nloc; i++)
-        c->rj_loc[i] = phx_wire_a32_i32(m->table, (size_t)i);
+        c->rj.loc[i] = phx_wire_a32_i32(m->table, (size_t)i);
     for (int r = 0; r < c->size; r++)
-        c->rj_buddy[r] = phx_wire_a32_i32(m->buddies, (size_t)r);
-    for (int r = 0; c->joining && r < c->size; r++)
+        c->rj.buddy[r] = phx_wire_a32_i32(m->buddies, (size_t)r);
+    for (int r = 0; c->rj.joining && r < c->size; r++)
         if (c->dead[r])
             phx_net_close_peer(c->n->net, r, "dead before this rank rejoined");
     /* A newcomer has no detector yet: another rank lost meanwhile is still
      * alive to its transport, which would refuse that rank's newcomer for
      * good (and drop what is sent to a rank it closed). */
     for (int x = 0; x < c->size; x++)
-        if (x != c->self && c->rj_new[x])
-            phx_net_take_inc(c->n->net, x, c->rj_new[x]);
-    if (c->joining)
+        if (x != c->self && c->rj.taken[x])
+            phx_net_take_inc(c->n->net, x, c->rj.taken[x]);
+    if (c->rj.joining)
         phx_net_rejoined(c->n->net);
-    return phx_ft_new_view(c->n, c->view, c->dead, c->rj_new);
+    return phx_ft_new_view(c->n, c->rj.view, c->dead, c->rj.taken);
 }
 
 /* This newcomer is taken in at the commit of epoch id (on_all_ready): a
@@ -192,12 +192,12 @@ void cr_join_at_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
         free(blob);
         return;
     }
-    memcpy(c->buddy, c->rj_buddy, (size_t)c->size * sizeof *c->buddy);
-    c->joining = 0;
+    memcpy(c->buddy, c->rj.buddy, (size_t)c->size * sizeof *c->buddy);
+    c->rj.joining = 0;
     c->phase = PH_IDLE;
     c->state_sent = c->have_decision = c->restored = 0;
-    c->idle_sent = -1;
-    uv_timer_stop(&c->rj_timer);
+    c->probe.idle_sent = -1;
+    uv_timer_stop(&c->rj.timer);
     PHX_INFO("ckpt", "taken back in at epoch %llu; this rank's tasks come home at the next checkpoint",
              (unsigned long long)e);
     if (c->lis)

@@ -37,11 +37,11 @@ void cr_begin_checkpoint(cr_t *c)
         cr_fatal(c, 1, "%s", "out of memory starting a checkpoint");
         return;
     }
-    phx_ck_begin_t bm = { .buddy = b, .loc = cr_home_table(c, c->mig_loc) ? c->mig_loc : NULL };
+    phx_ck_begin_t bm = { .buddy = b, .loc = cr_home_table(c, c->home.loc) ? c->home.loc : NULL };
     long len = phx_ck_begin_enc(&bm, c->size, c->nloc, buf, cap);
     phx_ck_commit_begin(&c->commit, e);
     c->commit_id = id;
-    phx_ck_quiet_begin(&c->quiet, id);
+    phx_ck_quiet_begin(&c->probe.quiet, id);
     cr_ctl_all(c, CK_BEGIN, id, buf, (size_t)len, 1);
     free(buf);
     free(b);
@@ -73,11 +73,11 @@ void cr_on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
     memcpy(slot->loc, c->loc, (size_t)c->nloc * sizeof *c->loc);
     if (m.table.n) {   /* slices go home at this cut: the epoch holds them there */
         for (int i = 0; i < c->nloc; i++)
-            c->mig_loc[i] = phx_wire_a32_i32(m.table, (size_t)i);
-        memcpy(c->mig_from, c->loc, (size_t)c->nloc * sizeof *c->loc);
-        memcpy(slot->loc, c->mig_loc, (size_t)c->nloc * sizeof *c->loc);
-        memset(c->mig_in_done, 0, (size_t)c->size);
-        c->mig = 1;
+            c->home.loc[i] = phx_wire_a32_i32(m.table, (size_t)i);
+        memcpy(c->home.from, c->loc, (size_t)c->nloc * sizeof *c->loc);
+        memcpy(slot->loc, c->home.loc, (size_t)c->nloc * sizeof *c->loc);
+        memset(c->home.in_done, 0, (size_t)c->size);
+        c->home.mig = 1;
         c->pr |= 4;
     }
     cr_bulk_drop(c, BK_COPY, BK_TX);   /* an aborted attempt's, whose blob the store may drop */
@@ -94,7 +94,7 @@ void cr_on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
 void cr_ck_progress(cr_t *c)
 {
     phx_node_t *n = c->n;
-    if (!c->paused)
+    if (!c->pause.paused)
         return;
     if (!c->marks_sent) {
         c->t_paused = phx_now_ns();
@@ -110,7 +110,7 @@ void cr_ck_progress(cr_t *c)
          * (markers, chunk acks) leaves first, or the peers wait for it. */
         phx_net_flush(n->net);
         phx_node_batch_flush(n);
-        if (c->mig && !cr_migrate(c))
+        if (c->home.mig && !cr_migrate(c))
             return;
         void *blob;
         size_t len;
@@ -142,14 +142,14 @@ void cr_ck_progress(cr_t *c)
                   "\"queued\":%llu",
                   (unsigned long long)c->ck_epoch, len, (double)(c->t_paused - c->t_begin) / 1e6,
                   (double)(c->t_marked - c->t_begin) / 1e6, (double)(c->t_stored - c->t_begin) / 1e6,
-                  (unsigned long long)c->ck_queued);
+                  (unsigned long long)c->probe.queued);
         if (c->die_point == DIE_STORED && c->die_epoch == c->ck_epoch)
             raise(SIGKILL);   /* test: between the local store and the commit */
     }
     if (c->acked && !c->ready_sent) {
         c->ready_sent = 1;
         uint8_t q[PHX_CK_READY_LEN];
-        phx_ck_ready_enc(q, c->ck_queued);
+        phx_ck_ready_enc(q, c->probe.queued);
         cr_ctl(c, cr_coord(c), CK_READY, c->ck_id, q, sizeof q);
     }
 }
@@ -160,9 +160,9 @@ void cr_ck_progress(cr_t *c)
  * once) and end the job everywhere, as phx_exit does. */
 void cr_on_all_ready(cr_t *c, uint64_t id)
 {
-    int probe = c->probe;
-    c->probe = 0;
-    int done = c->cut && phx_ck_quiet_decide(&c->quiet, id, c->dead, probe, phx_now_ns() / 1000000);
+    int probe = c->probe.on;
+    c->probe.on = 0;
+    int done = c->probe.cut && phx_ck_quiet_decide(&c->probe.quiet, id, c->dead, probe, phx_now_ns() / 1000000);
     /* Message logging recovered a lost rank without its respawn (see mig):
      * the newcomer is taken in here, hosting nothing in this epoch. */
     phx_ck_copy_t *slot = phx_ck_store_get(&c->store, phx_ck_id_epoch(id));
@@ -181,11 +181,11 @@ void cr_on_all_ready(cr_t *c, uint64_t id)
 /* Coordinator: a probe when every live rank last said it was idle. */
 void cr_maybe_probe(cr_t *c)
 {
-    if (!c->cut || c->phase != PH_IDLE || cr_coord(c) != c->self ||
-        !phx_ck_quiet_want(&c->quiet, c->dead, phx_now_ns() / 1000000))
+    if (!c->probe.cut || c->phase != PH_IDLE || cr_coord(c) != c->self ||
+        !phx_ck_quiet_want(&c->probe.quiet, c->dead, phx_now_ns() / 1000000))
         return;
     cr_begin_checkpoint(c);
-    c->probe = c->phase == PH_CK;
+    c->probe.on = c->phase == PH_CK;
 }
 
 /* Every hb-period: this node's idleness (no message queued or running),
@@ -194,12 +194,12 @@ void cr_maybe_probe(cr_t *c)
 void cr_on_idle_timer(uv_timer_t *t)
 {
     cr_t *c = t->data;
-    if (c->phase != PH_IDLE || c->joining || atomic_load(&c->n->stopping))
+    if (c->phase != PH_IDLE || c->rj.joining || atomic_load(&c->n->stopping))
         return;
     int idle = atomic_load(&c->n->work) == 0 && c->n->batch_pending == 0;
     int k = cr_coord(c);
-    if (idle != c->idle_sent && k >= 0) {
-        c->idle_sent = idle;
+    if (idle != c->probe.idle_sent && k >= 0) {
+        c->probe.idle_sent = idle;
         cr_ctl(c, k, CK_IDLE, (uint64_t)idle, NULL, 0);
     }
     cr_maybe_probe(c);   /* the coordinator: a gap may have passed since the last report */
@@ -209,9 +209,9 @@ void cr_on_idle_timer(uv_timer_t *t)
 void cr_write_disk(cr_t *c, uint64_t e)
 {
     phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
-    if (!c->dir || !slot || !slot->own)
+    if (!c->disk.dir || !slot || !slot->own)
         return;
-    int rc = phx_ckd_write_rank(c->dir, c->tag, e, c->self, slot->own, slot->own_len);
+    int rc = phx_ckd_write_rank(c->disk.dir, c->disk.tag, e, c->self, slot->own, slot->own_len);
     if (rc)
         PHX_ERROR("ckpt", "disk checkpoint of epoch %llu not written: %s", (unsigned long long)e, phx_strerror(rc));
     else
@@ -220,7 +220,7 @@ void cr_write_disk(cr_t *c, uint64_t e)
 
 void cr_on_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
 {
-    if (c->joining) {
+    if (c->rj.joining) {
         cr_join_at_commit(c, id, p, len);
         return;
     }
@@ -236,7 +236,7 @@ void cr_on_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
         cr_fatal(c, 1, "taking a rank back in failed: %s", phx_strerror(rc));
         return;
     }
-    if (c->mig) {
+    if (c->home.mig) {
         cr_bulk_drop(c, BK_MIG, BK_TX | BK_RX);
         cr_mig_reset(c);
         phx_evlog("home", "\"epoch\":%llu", (unsigned long long)c->ck_epoch);
@@ -267,14 +267,14 @@ void cr_on_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
  * epoch usable, and epochs before e-1 go. */
 void cr_on_disk_ok(cr_t *c, int peer, uint64_t e)
 {
-    if (!c->dir || e != c->disk_epoch)
+    if (!c->disk.dir || e != c->disk.epoch)
         return;
-    c->disk_ok[peer] = 1;
+    c->disk.ok[peer] = 1;
     int nfiles = 0;
     for (int r = 0; r < c->size; r++) {
         if (c->dead[r])
             continue;
-        if (!c->disk_ok[r])
+        if (!c->disk.ok[r])
             return;
         nfiles++;
     }
@@ -291,16 +291,16 @@ void cr_on_disk_ok(cr_t *c, int peer, uint64_t e)
             ranks[nfiles++] = r;
     phx_ckd_manifest_t m = { .epoch = e, .size = c->size, .nhome = c->nhome, .slices = PHX_LOC_SLICES, .loc = slot->loc,
                              .nfiles = nfiles, .ranks = ranks };
-    int rc = phx_ckd_write_manifest(c->dir, c->tag, &m);
+    int rc = phx_ckd_write_manifest(c->disk.dir, c->disk.tag, &m);
     free(ranks);
-    c->disk_epoch = 0;
+    c->disk.epoch = 0;
     if (rc) {
         PHX_ERROR("ckpt", "manifest of epoch %llu not written: %s", (unsigned long long)e, phx_strerror(rc));
         return;
     }
     phx_evlog("ckpt_disk", "\"epoch\":%llu", (unsigned long long)e);
     if (e > 1)
-        phx_ckd_prune(c->dir, e - 1);
+        phx_ckd_prune(c->disk.dir, e - 1);
 }
 
 /* ---- recovery -------------------------------------------------------------- */

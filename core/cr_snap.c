@@ -152,8 +152,8 @@ static void sec_queued(cr_t *c, phx_wenc_t *e, const void *unused)
     uint32_t q = 0;
     for (int i = 0; i < n->nworkers && cnt; i++) {
         phx_worker_t *w = &n->workers[i];
-        if (c->lh[i])
-            enc_queue(c, e, c->lh[i], c->lt[i], &q);
+        if (c->pause.lh[i])
+            enc_queue(c, e, c->pause.lh[i], c->pause.lt[i], &q);
         enc_queue(c, e, &w->ih, &w->it, &q);
         for (size_t k = 0; k < w->pending.cap; k++)
             if (w->pending.keys[k] && enc_keep(c, w->pending.keys[k]))
@@ -164,7 +164,7 @@ static void sec_queued(cr_t *c, phx_wenc_t *e, const void *unused)
     }
     if (!e->err)
         phx_wenc_patch_u32(cnt, q);
-    c->ck_queued = q;
+    c->probe.queued = q;
 }
 
 static void sec_gone(cr_t *c, phx_wenc_t *e, const void *unused)
@@ -239,7 +239,7 @@ static int encode_node(cr_t *c, phx_wenc_t *e)
         phx_map_t *m = &n->workers[i].tasks;
         for (size_t k = 0; k < m->cap; k++)
             if (m->keys[k])
-                c->ck_queued += phx_held_len(&((const phx_task_t *)(uintptr_t)m->vals[k])->held);
+                c->probe.queued += phx_held_len(&((const phx_task_t *)(uintptr_t)m->vals[k])->held);
     }
     return rc;
 }
@@ -295,8 +295,8 @@ void cr_discard_all(cr_t *c, int moving)
         drain_queue(n, &n->oh, &n->ot, &outw, &unused);
     for (int i = 0; i < n->nworkers; i++) {
         phx_worker_t *w = &n->workers[i];
-        if (c->lh[i])
-            drain_queue(n, c->lh[i], c->lt[i], &work, &inbound);
+        if (c->pause.lh[i])
+            drain_queue(n, c->pause.lh[i], c->pause.lt[i], &work, &inbound);
         drain_queue(n, &w->ih, &w->it, &work, &inbound);
         for (size_t k = 0; k < w->pending.cap; k++) {
             if (!w->pending.keys[k])
@@ -383,7 +383,7 @@ static int restore_task(cr_t *c, phx_wdec_t *d, const int *keep, uint32_t *nt)
     *slot = (uint64_t)(uintptr_t)t;
     /* A moved task's held messages are offered again: nothing else would
      * (the KICK that releases a replay is not packed). */
-    if (c->migrating)
+    if (c->home.migrating)
         return phx_held_len(&t->held) ? phx_node_kick(n, id) : 0;
     if (c->n->rec->on_restore)
         c->n->rec->on_restore(c, id);

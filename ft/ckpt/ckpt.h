@@ -1,7 +1,7 @@
 /* Coordinated checkpoint/restart: the pure decisions (buddy checkpoints
  * as in "Scalable Message-Logging Techniques for Effective Fault Tolerance in HPC Applications" (Meneses),
  * section 2.3). No sockets, no threads, no clocks: the
- * glue (core/ckpt.c) feeds events and acts on the results, so every rule
+ * glue (core/cr*.c) feeds events and acts on the results, so every rule
  * below is unit-tested deterministically (tests/unit/test_ft_ckpt.c).
  *
  * Vocabulary. Epoch e is the e-th global checkpoint (0: none). A node's
