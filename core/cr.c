@@ -69,14 +69,7 @@ void phx_cr_partial_when(void *st, phx_cr_partial_fn fn)
  * every node's copy of e has the same table. Returns their number. */
 int cr_dead_since(const cr_t *c, const phx_ck_copy_t *slot, uint8_t *since)
 {
-    int k = 0;
-    for (int r = 0; r < c->size; r++) {
-        since[r] = 0;
-        for (int i = 0; slot && c->dead[r] && i < c->nloc && !since[r]; i++)
-            since[r] = slot->loc[i] == r;
-        k += since[r];
-    }
-    return k;
+    return phx_ck_dead_since(c->size, c->nloc, slot ? slot->loc : NULL, c->dead, since);
 }
 
 int phx_cr_lost_since(void *st, uint8_t *since)

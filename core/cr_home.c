@@ -12,16 +12,7 @@
  * can leave a live rank's slices elsewhere (message logging: see mig). */
 int cr_home_table(const cr_t *c, int *t)
 {
-    int moves = 0;
-    for (int i = 0; c->partial_ok && i < c->nloc; i++) {
-        int h = i / PHX_LOC_SLICES;
-        t[i] = c->loc[i];
-        if (h < c->size && !c->dead[h] && t[i] != h) {
-            t[i] = h;
-            moves = 1;
-        }
-    }
-    return moves;
+    return c->partial_ok && phx_ck_home_table(c->size, c->nloc, PHX_LOC_SLICES, c->loc, c->dead, t);
 }
 
 /* Whether some slice moves from rank a to rank b at this cut. */
