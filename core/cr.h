@@ -1,4 +1,4 @@
-/* What cr (coordinated checkpoint/restart, core/ckpt.c) offers the
+/* What cr (coordinated checkpoint/restart, core/cr*.c) offers the
  * recovery modes built on its state, the message-logging modes of
  * core/mlog.c: st is what phx_recovery_cr.init made. Not for the node:
  * it sees cr only through its ops (core/recovery.h).

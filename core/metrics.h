@@ -26,7 +26,7 @@
 typedef struct phx_node phx_node_t;
 
 /* Well-known metrics. Each is written by the code that does the work:
- * checkpointing (core/ckpt.c), message logging (core/mlog.c), agreement
+ * checkpointing (core/cr*.c), message logging (core/mlog.c), agreement
  * (core/agree.c), the failure path (phx_metrics_on_failure), the outbox,
  * and the publishing timer below for what it copies from transport,
  * detector and workers. */

@@ -4,7 +4,7 @@
  * never tests the mode: a mode plugs in by adding its ops to the list of
  * modes core/main.c hands phx_recovery_configure. `none` has no ops (a
  * lost node's work is lost); `cr` is coordinated checkpoint/restart
- * (core/ckpt.c, decisions in ft/ckpt/). The message-logging modes
+ * (core/cr*.c, decisions in ft/ckpt/). The message-logging modes
  * mlog-causal, mlog-pessimistic, mlog-fast and mlog-team (core/mlog.c) are
  * layered on cr through core/cr.h. A mode's variant is its ops table:
  * nothing tests a mode's name after phx_recovery_configure found the table
@@ -133,7 +133,7 @@ void phx_recovery_net_claimed(void *ctx, int peer, const phx_frame_hdr_t *h, con
 void phx_recovery_stop(phx_node_t *n);
 void phx_recovery_free(phx_node_t *n);
 
-/* The modes core/main.c lists: cr (core/ckpt.c; its
+/* The modes core/main.c lists: cr (core/cr*.c; its
  * interface to the modes built on it is core/cr.h) and message logging
  * (core/mlog.c; protocol in ft/mlog/). */
 extern const phx_recovery_ops_t phx_recovery_cr;

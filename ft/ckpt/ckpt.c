@@ -324,3 +324,29 @@ void phx_ck_store_commit(phx_ck_store_t *s, uint64_t e)
     if (e > s->committed)
         s->committed = e;
 }
+
+int phx_ck_dead_since(int n, int nloc, const int *loc_e, const uint8_t *dead, uint8_t *since)
+{
+    int k = 0;
+    for (int r = 0; r < n; r++) {
+        since[r] = 0;
+        for (int i = 0; loc_e && dead[r] && i < nloc && !since[r]; i++)
+            since[r] = loc_e[i] == r;
+        k += since[r];
+    }
+    return k;
+}
+
+int phx_ck_home_table(int n, int nloc, int slices, const int *loc, const uint8_t *dead, int *t)
+{
+    int moves = 0;
+    for (int i = 0; i < nloc; i++) {
+        int h = i / slices;
+        t[i] = loc[i];
+        if (h < n && !dead[h] && t[i] != h) {
+            t[i] = h;
+            moves = 1;
+        }
+    }
+    return moves;
+}

@@ -1,7 +1,7 @@
 /* Coordinated checkpoint/restart: the pure decisions (buddy checkpoints
  * as in "Scalable Message-Logging Techniques for Effective Fault Tolerance in HPC Applications" (Meneses),
  * section 2.3). No sockets, no threads, no clocks: the
- * glue (core/ckpt.c) feeds events and acts on the results, so every rule
+ * glue (core/cr*.c) feeds events and acts on the results, so every rule
  * below is unit-tested deterministically (tests/unit/test_ft_ckpt.c).
  *
  * Vocabulary. Epoch e is the e-th global checkpoint (0: none). A node's
@@ -22,6 +22,19 @@
  * position -> rank, from ft/hb/ring.c, so buddies sit on other hosts where
  * the hostfile allows). -1 when r is the only live rank. */
 int phx_ck_buddy(int n, const int *ring, const uint8_t *dead, int r);
+
+/* The ranks dead since an epoch whose table is loc_e (nloc entries; NULL:
+ * no such epoch, none): since[r] = 1 for each dead rank r that hosts a slice
+ * in it (a rank dead before the epoch hosts none: relocated). Every node's
+ * copy of an epoch has the same table, so every node finds the same set.
+ * Fills since[0..n); returns its size. */
+int phx_ck_dead_since(int n, int nloc, const int *loc_e, const uint8_t *dead, uint8_t *since);
+
+/* The move home: the table that puts every slice (slices per home rank)
+ * whose home rank is live back on it, from loc (nloc entries) into t; home
+ * ranks of a restarted job beyond n, and dead ones, keep their host.
+ * Returns 1 when some slice moves. */
+int phx_ck_home_table(int n, int nloc, int slices, const int *loc, const uint8_t *dead, int *t);
 
 /* Relocation after losing the ranks flagged in dead, starting from the
  * table loc_e (nloc entries: slices of home ranks -> hosting rank) and the

@@ -13,7 +13,7 @@
  * (min_gap .. max_gap ms), so a job that is seldom idle everywhere pays
  * few of them.
  *
- * Pure state machine, used by the coordinator (core/ckpt.c) on the comm
+ * Pure state machine, used by the coordinator (core/cr_round.c) on the comm
  * thread; no clock: callers pass now_ms. */
 #ifndef PHX_FT_CKPT_QUIET_H
 #define PHX_FT_CKPT_QUIET_H

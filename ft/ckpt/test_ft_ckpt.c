@@ -72,6 +72,47 @@ static void test_relocate_spreads(void **st)
     assert_int_equal(lb, 5);
 }
 
+/* The ranks dead since an epoch are those its table still places slices
+ * on: one dead before it was relocated away and hosts none. */
+static void test_dead_since(void **st)
+{
+    (void)st;
+    int loc_e[N * S];
+    uint8_t dead[N] = { 0 }, since[N];
+    for (int i = 0; i < N * S; i++)
+        loc_e[i] = i / S;
+    loc_e[2 * S] = loc_e[2 * S + 1] = 3;   /* 2 died before the epoch: its slices on 3 and 4 */
+    loc_e[2 * S + 2] = loc_e[2 * S + 3] = 4;
+    dead[2] = dead[4] = 1;
+    assert_int_equal(phx_ck_dead_since(N, N * S, loc_e, dead, since), 1);
+    for (int r = 0; r < N; r++)
+        assert_int_equal(since[r], r == 4);
+    /* No such epoch: nobody. */
+    assert_int_equal(phx_ck_dead_since(N, N * S, NULL, dead, since), 0);
+    assert_false(since[4]);
+}
+
+/* The move home puts a live home rank's slices back on it; a dead home
+ * rank's stay where relocation put them, and so do slices of home ranks
+ * beyond n (a restarted job's). */
+static void test_home_table(void **st)
+{
+    (void)st;
+    int loc[(N + 1) * S], t[(N + 1) * S];
+    uint8_t dead[N] = { 0 };
+    for (int i = 0; i < (N + 1) * S; i++)
+        loc[i] = i / S % N;
+    assert_int_equal(phx_ck_home_table(N, (N + 1) * S, S, loc, dead, t), 0);
+    assert_memory_equal(t, loc, sizeof t);
+    loc[1 * S + 2] = 5;   /* 1's slice left on a helper by a partial round */
+    loc[6 * S] = 0;       /* 6 is dead: its slice stays on 0 */
+    loc[N * S + 1] = 3;   /* home rank N (beyond n) stays */
+    dead[6] = 1;
+    assert_int_equal(phx_ck_home_table(N, (N + 1) * S, S, loc, dead, t), 1);
+    for (int i = 0; i < (N + 1) * S; i++)
+        assert_int_equal(t[i], i == 1 * S + 2 ? 1 : loc[i]);
+}
+
 /* recovery-helpers=P: a dead rank's slices go round-robin to its buddy and
  * the next P-1 live ranks after it (rank order, wrapping). */
 static void test_relocate_helpers(void **st)
@@ -267,6 +308,8 @@ int main(void)
         cmocka_unit_test(test_buddy_skips_dead),
         cmocka_unit_test(test_relocate_spreads),
         cmocka_unit_test(test_relocate_helpers),
+        cmocka_unit_test(test_dead_since),
+        cmocka_unit_test(test_home_table),
         cmocka_unit_test(test_commit_needs_every_live_node),
         cmocka_unit_test(test_round_same_set_and_max_epoch),
         cmocka_unit_test(test_filter_markers),

@@ -2,7 +2,7 @@
 """Experiment 5: recovery time of recovery=cr against n and
 against the state size. One silent crash (rank 5) at t = 3 s; phx-sim's
 --cr=1 drives ft/hb (detection) and ft/ckpt's real round table, buddies and
-relocation with core/ckpt.c's message pattern (STATE / DECIDE carrying n
+relocation with core/cr*.c's message pattern (STATE / DECIDE carrying n
 flags, a rollback MARK on every link, the buddy shipping the 32 slices, DONE,
 GO) over a 10 Gb/s NIC per node, restoring at 1 GB/s (see README).
 SIM_CR_NS (default "1024 4096 16384") and SIM_CR_MB ("1 16 64 256 1024 4096", at

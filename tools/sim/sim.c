@@ -50,7 +50,7 @@
 
 enum kind { EV_HB, EV_ERA, EV_TDC, EV_APP, EV_TIMER, EV_CRASH, EV_HINT, EV_ERA_START, EV_BC, EV_WAKE,
             EV_CR, EV_ML, EV_NKIND };
-/* recovery=cr messages (core/ckpt.c), in the tag's low byte; round above */
+/* recovery=cr messages (core/cr*.c), in the tag's low byte; round above */
 enum { CR_STATE, CR_DECIDE, CR_XFER, CR_DONE, CR_GO };
 #define CR_SLICES 32   /* PHX_LOC_SLICES (core/node.h) */
 /* The stencil app and mlog-causal (core/mlog.c) messages, in the tag's low
@@ -597,8 +597,8 @@ static void cb_hb_dead(void *ctx, int rank, uint64_t now)
 
 static void cb_hb_fenced(void *ctx) { S.nd[(int)(intptr_t)ctx].fenced = 1; }
 
-/* ---- recovery=cr (core/ckpt.c over ft/ckpt) -------------------------------
- * The message pattern of core/ckpt.c's recovery, with ft/ckpt's real
+/* ---- recovery=cr (core/cr*.c over ft/ckpt) -------------------------------
+ * The message pattern of core/cr*.c's recovery, with ft/ckpt's real
  * decisions (round table, buddies, relocation): every survivor sends
  * STATE(epoch, dead set as n flags) to the coordinator (lowest live rank);
  * once everyone reported its set it decides and sends DECIDE (epoch, n
@@ -1156,7 +1156,7 @@ static void cr_on_decide(int r, int round)
         }
     }
     x->busy += restore;
-    x->hold = x->busy;   /* core/ckpt.c restores on the communication thread */
+    x->hold = x->busy;   /* core/cr*.c restores on the communication thread */
     cr_try_done(r);
 }
 

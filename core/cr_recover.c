@@ -1,0 +1,535 @@
+/* recovery=cr: the recovery round: report, decide, rollback markers,
+ * relocation of the dead ranks' slices, restore order, GO. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/ckpt_disk.h"
+#include "core/eventlog.h"
+#include "core/metrics.h"
+#include "core/cr_int.h"
+
+static void do_rollback(cr_t *c);
+
+/* STATE, DECIDE and COMMIT-with-joins payloads (phx_ck_eset_t): epoch e,
+ * this node's dead set, flags; with joins the newcomers' tail (loc,
+ * buddy: the tables they take; buddy NULL: none). malloc'd; NULL after
+ * ending the job. */
+static uint8_t *enc_eset(cr_t *c, uint64_t e, int flags, int joins, const int *loc, const int *buddy, size_t *len)
+{
+    size_t cap = phx_ck_eset_len(c->size, c->nloc, joins);
+    uint8_t *buf = malloc(cap);
+    uint32_t *incs = joins ? calloc((size_t)c->size, sizeof *incs) : NULL;
+    if (!buf || (joins && !incs)) {
+        free(buf);
+        free(incs);
+        cr_fatal(c, 1, "%s", "out of memory in the recovery protocol");
+        return NULL;
+    }
+    for (int x = 0; joins && x < c->size; x++) {
+        uint32_t inc = 0;
+        incs[x] = c->dead[x] && phx_ck_join_ready(&c->rj.join, x, c->dead, &inc) ? inc : 0;
+    }
+    phx_ck_eset_t m = { .epoch = e, .dead = c->dead, .flags = (uint8_t)flags, .joins = joins,
+                        .view = (uint16_t)(c->rj.view + 1), .incs = incs, .loc = loc, .buddy = buddy };
+    *len = (size_t)phx_ck_eset_enc(&m, c->size, c->nloc, buf, cap);
+    free(incs);
+    return buf;
+}
+
+static void rb_send_state(cr_t *c)
+{
+    size_t len;
+    uint8_t *buf = enc_eset(c, c->store.committed, c->pr, 0, NULL, NULL, &len);
+    if (!buf)
+        return;
+    cr_ctl(c, cr_coord(c), RB_STATE, (uint64_t)c->ndead, buf, len);
+    free(buf);
+}
+
+/* Restores epoch rb_epoch from DIR: file i goes to the i-th live rank
+ * (round robin), so a job restarted on fewer or more nodes re-places them. */
+static void do_rollback_disk(cr_t *c)
+{
+    phx_node_t *n = c->n;
+    phx_ckd_manifest_t m;
+    if (phx_ckd_find(c->disk.dir, c->disk.tag, c->rb_epoch, &m) || m.epoch != c->rb_epoch || m.nhome > c->nhome ||
+        m.slices != PHX_LOC_SLICES) {
+        fprintf(stderr, "phalanx: recovery=cr: disk checkpoint of epoch %llu in %s is not usable\n",
+                (unsigned long long)c->rb_epoch, c->disk.dir);
+        phx_node_exit(n, PHX_EXIT_CKPT_LOST, 1);
+        return;
+    }
+    int nlive = 0, *live = malloc((size_t)c->size * sizeof *live);
+    int *loc = malloc((size_t)c->nloc * sizeof *loc);
+    int rc = live && loc ? 0 : PHX_ENOMEM;
+    for (int r = 0; live && r < c->size; r++)
+        if (!c->dead[r])
+            live[nlive++] = r;
+    for (int j = 0; !rc && j < c->nloc; j++) {
+        int h = j / PHX_LOC_SLICES;
+        loc[j] = h < c->size ? h : live[h % nlive];
+        if (h >= m.nhome)
+            continue;
+        int i = 0;
+        while (i < m.nfiles && m.ranks[i] != m.loc[j])
+            i++;
+        if (i == m.nfiles)
+            rc = PHX_EPROTO;
+        else
+            loc[j] = live[i % nlive];
+    }
+    if (!rc) {
+        cr_discard_all(c, 0);
+        cr_ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
+        c->filt.round = (uint64_t)c->ndead;
+    }
+    uint32_t nt = 0;
+    for (int i = 0; i < m.nfiles && !rc; i++) {
+        int mine = live[i % nlive] == c->self;
+        if (!mine && m.ranks[i] != c->self)
+            continue;
+        void *blob;
+        size_t len;
+        if ((rc = phx_ckd_read_rank(c->disk.dir, c->disk.tag, m.epoch, m.ranks[i], &blob, &len)))
+            break;
+        if (mine)
+            rc = cr_restore_blob(c, blob, len, 0, NULL, &nt);
+        cr_seq_at_least(n, cr_blob_seq(blob, len) + (m.ranks[i] == c->self));
+        if (m.ranks[i] == c->self)
+            atomic_store(&n->creator, cr_blob_creator(blob, len));
+        free(blob);
+    }
+    if (!rc) {
+        memcpy(c->loc, loc, (size_t)c->nloc * sizeof *loc);
+        n->loc_n = c->nhome;
+        n->loc = c->loc;
+        phx_ck_store_commit(&c->store, m.epoch);
+        phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d,\"disk\":1", (unsigned long long)m.epoch, c->ndead);
+        phx_evlog("restore", "\"tasks\":%u,\"source\":\"disk\"", nt);
+        phx_metrics_add(PHX_M_TASKS_RESTORED, nt);
+    }
+    free(live);
+    free(loc);
+    phx_ckd_manifest_free(&m);
+    if (rc) {
+        cr_fatal(c, PHX_EXIT_CKPT_LOST, "restoring the disk checkpoint failed: %s", phx_strerror(rc));
+        return;
+    }
+    c->restarting = 0;
+    c->restored = 1;
+    cr_ctl(c, cr_coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
+}
+
+/* Whether some slice hosted by x at the epoch (loc_e) moves to rank r. In
+ * a sequential partial round only slices whose host before the round
+ * (c->loc, until do_rollback replaces it) died move: the others were moved
+ * by the period's earlier round and keep running. */
+static int moving(const cr_t *c, int i)
+{
+    return !c->rb_seq || c->dead[c->loc[i]];
+}
+
+static int moves_to(const cr_t *c, const int *loc_e, const int *loc, int x, int r)
+{
+    for (int i = 0; i < c->nloc; i++)
+        if (loc_e[i] == x && loc[i] == r && moving(c, i))
+            return 1;
+    return 0;
+}
+
+/* The table after the losses in c->dead, by restart-on (spare: a spare
+ * stands in for each lost rank while spares last). recovery-helpers bounds
+ * the survivors taking each lost rank's slices, in partial (mlog) rounds
+ * and cr's global ones alike: one rule, so a fallback from a partial round
+ * places tasks as the partial round would have. */
+static int relocate(cr_t *c, const phx_ck_copy_t *slot, int *loc, int *lost, int *lost_buddy)
+{
+    if (c->n->cfg.spares && c->n->cfg.restart_mode == PHX_RESTART_SPARE)
+        return phx_ck_relocate_spare(c->size, c->nloc, slot->loc, slot->buddy, c->dead, c->n->app_size,
+                                     PHX_LOC_SLICES, loc, lost, lost_buddy, NULL);
+    return phx_ck_relocate_p(c->size, c->nloc, slot->loc, slot->buddy, c->dead, c->n->cfg.recovery_helpers, loc, lost,
+                             lost_buddy);
+}
+
+/* Restores this node's copy and, as a buddy, its share of each dead node's
+ * copy, which it ships to the other new hosts of that node's slices. */
+static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc, const int *keep)
+{
+    int rc = 0;
+    /* mlog-team: the dead node's team-mates reload their own copy too. */
+    int team = c->rb_partial && cr_rolls_back(c, c->self);
+    if (c->rb_partial) {
+        /* Survivors keep running state, queues and links: nothing is stale. */
+        phx_evlog("partial_restore", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+        if (c->lis)   /* before on_restore of any task of this round */
+            c->lis(c->lis_arg, PHX_CR_PARTIAL_BEGIN, c->rb_epoch);
+    }
+    if (!c->rb_partial || team) {
+        cr_discard_all(c, 0);
+        /* The marker closes the lost future on every link. A team-mate
+         * sends none: the others keep running, and what its old run sent
+         * them equals what its replay sends again (dropped by SSN). */
+        if (!team) {
+            cr_ctl_all(c, RB_MARK, (uint64_t)c->ndead, NULL, 0, 0);
+            c->filt.round = (uint64_t)c->ndead;
+        }
+        uint32_t nt = 0;
+        rc = cr_restore_blob(c, slot->own, slot->own_len, 1, NULL, &nt);
+        phx_evlog(team ? "team_rollback" : "rollback", "\"epoch\":%llu,\"round\":%d",
+                  (unsigned long long)c->rb_epoch, c->ndead);
+        phx_evlog("restore", "\"tasks\":%u,\"source\":\"local\"", nt);
+        phx_metrics_add(PHX_M_TASKS_RESTORED, nt);
+    }
+    for (int x = 0; x < c->size && !rc; x++) {
+        if (!c->lost[x] || slot->buddy[x] != c->self)
+            continue;
+        if (!slot->held[x])
+            return PHX_ENOENT;
+        for (int r = 0; r < c->size && !rc; r++)
+            if (r != c->self && !c->dead[r] && moves_to(c, slot->loc, loc, x, r))
+                rc = cr_bulk_send(c, BK_XFER, r, x, (uint64_t)c->ndead, c->rb_epoch, slot->held[x], slot->held_len[x]);
+        uint32_t k = 0;
+        rc = cr_restore_blob(c, slot->held[x], slot->held_len[x], 0, keep, &k);
+        phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d", k, x, c->self);
+        phx_metrics_add(PHX_M_TASKS_RESTORED, k);
+    }
+    return rc;
+}
+
+/* A newcomer keeps blob as its own copy of epoch e, under the tables it
+ * was taken in with (the store owns blob from here; not on failure, when
+ * the job ends), and routes by that table from now on. */
+int cr_adopt_epoch(cr_t *c, uint64_t e, void *blob, size_t len)
+{
+    phx_ck_copy_t *slot = phx_ck_store_open(&c->store, e);
+    if (!slot || phx_ck_store_put_own(&c->store, e, blob, len)) {
+        cr_fatal(c, 1, "%s", "no checkpoint slot for the rejoin (internal error)");
+        return PHX_EINVAL;
+    }
+    memcpy(slot->loc, c->rj.loc, (size_t)c->nloc * sizeof *c->loc);
+    memcpy(slot->buddy, c->rj.buddy, (size_t)c->size * sizeof *c->buddy);
+    phx_ck_store_commit(&c->store, e);
+    memcpy(c->loc, c->rj.loc, (size_t)c->nloc * sizeof *c->loc);
+    c->n->loc_n = c->nhome;
+    c->n->loc = c->loc;
+    return 0;
+}
+
+static void do_rollback(cr_t *c)
+{
+    phx_node_t *n = c->n;
+    /* Reported in later rounds of this period (multi.h: `replayed`). */
+    c->pr |= 1;
+    if (c->rb_disk) {
+        do_rollback_disk(c);
+        return;
+    }
+    if (c->rj.joining) {
+        cr_rejoin_restore(c);
+        return;
+    }
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, c->rb_epoch);
+    if (!slot || !slot->own) {
+        char what[64];
+        snprintf(what, sizeof what, "%llu", (unsigned long long)c->rb_epoch);
+        cr_fatal(c, 1, "no local copy of epoch %s to roll back to", what);
+        return;
+    }
+    int lost = -1, lost_buddy = -1;
+    int *loc = malloc((size_t)c->nloc * sizeof *loc);
+    if (!loc) {
+        cr_fatal(c, 1, "%s", "out of memory in recovery");
+        return;
+    }
+    /* Sequential: from the table the period's first round made (the same
+     * on every node: each ended it), moving only what the dead host now. */
+    int rc = c->rb_seq ? phx_ck_relocate_p(c->size, c->nloc, c->loc, slot->buddy, c->dead,
+                                           c->n->cfg.recovery_helpers, loc, &lost, &lost_buddy)
+                       : relocate(c, slot, loc, &lost, &lost_buddy);
+    if (rc == PHX_EUNRECOVERABLE) {
+        free(loc);
+        return;   /* the coordinator reports it and ends the job */
+    }
+    /* What a buddy copy may restore here: only moving slices (the rest of
+     * a dead rank's tasks already run on their earlier round's hosts). */
+    int *keep = loc;
+    if (!rc && c->rb_seq) {
+        keep = malloc((size_t)c->nloc * sizeof *keep);
+        for (int i = 0; keep && i < c->nloc; i++)
+            keep[i] = moving(c, i) ? loc[i] : -1;
+        if (!keep) {
+            free(loc);
+            cr_fatal(c, 1, "%s", "out of memory in recovery");
+            return;
+        }
+    }
+    if (!rc && !c->restored_own) {
+        rc = restore_own(c, slot, loc, keep);
+        c->restored_own = 1;
+    }
+    /* The other buddies ship their share of the dead nodes' copies here. */
+    int waiting = 0;
+    for (int x = 0; x < c->size && !rc; x++) {
+        if (!c->lost[x] || slot->buddy[x] == c->self || c->xfer.done[x] || !moves_to(c, slot->loc, loc, x, c->self))
+            continue;
+        if (!c->xfer.blob[x] || c->xfer.epoch[x] != c->rb_epoch) {
+            waiting = 1;
+            continue;
+        }
+        uint32_t k = 0;
+        rc = cr_restore_blob(c, c->xfer.blob[x], c->xfer.len[x], 0, keep, &k);
+        c->xfer.done[x] = 1;
+        phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", k, x,
+                  c->self, slot->buddy[x]);
+        phx_metrics_add(PHX_M_TASKS_RESTORED, k);
+    }
+    if (keep != loc)
+        free(keep);
+    if (rc) {
+        free(loc);
+        cr_fatal(c, 1, "restoring a checkpoint failed: %s", phx_strerror(rc));
+        return;
+    }
+    if (!waiting) {
+        memcpy(c->loc, loc, (size_t)c->nloc * sizeof *loc);
+        n->loc_n = c->nhome;
+        n->loc = c->loc;   /* routing follows the table from now on */
+        c->restored = 1;
+        cr_ctl(c, cr_coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
+    }
+    free(loc);
+}
+
+/* Drops the shipped copies (after a recovery, or at the end). */
+void cr_xfer_clear(cr_t *c)
+{
+    for (int x = 0; x < c->size; x++) {
+        free(c->xfer.blob[x]);
+        c->xfer.blob[x] = NULL;
+        c->xfer.epoch[x] = 0;
+    }
+}
+
+void cr_rb_progress(cr_t *c)
+{
+    if (!c->pause.paused)
+        return;
+    if (!c->state_sent) {
+        c->state_sent = 1;
+        rb_send_state(c);
+    }
+    if (c->have_decision && !c->restored)
+        do_rollback(c);
+}
+
+/* Coordinator: decide the round once everyone reported the same set. */
+void cr_rb_try_decide(cr_t *c)
+{
+    uint64_t e;
+    if (cr_coord(c) != c->self || c->decided_ndead == c->ndead || !phx_ck_round_decide(&c->round, c->dead, &e))
+        return;
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
+    int lost = -1, lost_buddy = -1;
+    int *loc = malloc((size_t)c->nloc * sizeof *loc);
+    int bad = !e || !slot || !loc, disk = 0;
+    if (!bad && relocate(c, slot, loc, &lost, &lost_buddy))
+        bad = 2;
+    free(loc);
+    phx_ckd_manifest_t m;
+    if (bad && c->disk.dir && !phx_ckd_find(c->disk.dir, c->disk.tag, UINT64_MAX, &m)) {
+        /* Both memory copies of some node are gone: the disk has them. */
+        PHX_WARN("ckpt", "memory copies lost; restoring disk epoch %llu", (unsigned long long)m.epoch);
+        e = m.epoch;
+        phx_ckd_manifest_free(&m);
+        bad = 0;
+        disk = 1;
+    }
+    if (bad) {
+        c->decided_ndead = c->ndead;
+        uint8_t buf[PHX_CK_ABORT_LEN];
+        phx_ck_abort_enc(buf, &(phx_ck_abort_t){ .lost = lost, .buddy = lost_buddy });
+        for (int x = 0; x < c->size; x++)   /* newcomers connected here wait for nothing more */
+            if (c->dead[x] && c->rj.inc[x])
+                cr_ctl(c, x, RB_ABORT, e, buf, sizeof buf);
+        cr_ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
+        return;
+    }
+    /* Message logging recovers the failures of one checkpoint period
+     * partially where the mode's rule says every determinant they need
+     * survives (ft/mlog/multi.h; without a rule: one failure). The rule
+     * sees the ranks dead since e (dead_since) and whether a live rank
+     * restored in a round since e already (its report's pr: a later failure
+     * would need a partial round's moved tasks rolled back alone, and after
+     * a global one the lost tasks run elsewhere already). The reports
+     * of this round's dead set all arrived, so any coordinator decides
+     * alike (core/mlog.c resets its period at the same commit). */
+    uint8_t *since = calloc((size_t)c->size, 1);
+    int nsince = since ? cr_dead_since(c, slot, since) : 0, replayed = 0, ended = 0, live = 0, moved = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (c->dead[r])
+            continue;
+        live++;
+        ended += (c->rep_pr[r] & 3) == 2;
+        replayed |= c->rep_pr[r] & 3 ? PHX_CR_REPLAYED_OTHER : 0;
+        moved |= c->rep_pr[r] & 4;
+    }
+    if (replayed && ended == live)   /* every live rank ended one partial round, nothing else */
+        replayed = PHX_CR_REPLAYED_ENDED;
+    int rule = !since ? 0 : c->when ? c->when(c->lis_arg, c->dead, since, replayed) : nsince == 1 && !replayed;
+    free(since);
+    /* ... and only where the dead node's tasks go to the survivors (a spare
+     * starts from the buddy copy alone; a respawned rank is taken in at a
+     * later commit and gets its tasks back at the checkpoint after), and
+     * no live rank may have moved tasks home since the epoch (its table
+     * is no longer the epoch's). */
+    int partial = c->partial_ok && rule && !disk && !moved && (c->n->cfg.restart_mode == PHX_RESTART_SURVIVORS || c->rj.respawn);
+    /* ... and only where some live rank keeps running (mlog-team). */
+    int keeps = !c->rolls;
+    for (int r = 0; !keeps && r < c->size; r++)
+        keeps = !c->dead[r] && !cr_rolls_back(c, r);
+    partial &= keeps;
+    int seq = partial && replayed == PHX_CR_REPLAYED_ENDED;
+    uint32_t inc;
+    for (int x = 0; c->rj.respawn && !partial && x < c->size; x++)
+        if (c->dead[x] && !phx_ck_join_ready(&c->rj.join, x, c->dead, &inc))
+            return;   /* every lost rank comes back first (or rj_timer ends the job) */
+    cr_send_decision(c, e, disk | (partial ? 2 : 0) | (seq ? 4 : 0));
+}
+
+/* Sends an epoch set to every live rank, with the join tail when
+ * newcomers are ready: they get it first, as they are not members yet.
+ * loc, buddy: the tables they take (NULL buddy: none). */
+void cr_ctl_eset(cr_t *c, int tag, uint64_t id, uint64_t e, int flags, int joins, const int *loc,
+                     const int *buddy)
+{
+    size_t len;
+    uint8_t *buf = enc_eset(c, e, flags, joins, loc, buddy, &len);
+    if (!buf)
+        return;
+    if (joins) {
+        uint32_t inc = 0;
+        for (int x = 0; x < c->size; x++)
+            if (c->dead[x] && phx_ck_join_ready(&c->rj.join, x, c->dead, &inc))
+                cr_ctl(c, x, tag, id, buf, len);
+    }
+    cr_ctl_all(c, tag, id, buf, len, 1);
+    free(buf);
+}
+
+void cr_send_decision(cr_t *c, uint64_t e, int disk)
+{
+    c->decided_ndead = c->ndead;
+    memset(c->done, 0, (size_t)c->size);
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
+    int use = slot && !disk;
+    /* A partial round takes nobody in (on_all_ready does, at a commit). */
+    cr_ctl_eset(c, RB_DECIDE, (uint64_t)c->ndead, e, disk, !(disk & PHX_CK_D_PARTIAL) && cr_joins_ready(c),
+             use ? slot->loc : c->loc, use ? slot->buddy : NULL);
+}
+
+int cr_on_failure(void *st, int rank)
+{
+    cr_t *c = st;
+    if (rank < 0 || rank >= c->size || c->dead[rank])
+        return 1;
+    c->dead[rank] = 1;
+    c->ndead++;
+    c->probe.on = 0;
+    c->probe.idle_sent = -1;
+    phx_ck_quiet_reset(&c->probe.quiet);
+    if (c->phase != PH_REC) {
+        c->t_fail = phx_now_ns();
+        if (c->phase == PH_CK)
+            PHX_INFO("ckpt", "rank %d died during checkpoint %llu: aborted", rank, (unsigned long long)c->ck_epoch);
+        phx_ck_commit_abort(&c->commit);
+        c->phase = PH_REC;
+    }
+    c->state_sent = c->have_decision = c->restored = c->restored_own = 0;
+    memset(c->xfer.done, 0, (size_t)c->size);
+    cr_bulk_drop(c, -1, BK_TX | BK_RX);   /* an aborted checkpoint's copies; a new round re-ships */
+    cr_mig_reset(c);
+    if (c->rj.respawn) {
+        c->rj.inc[rank] = 0;
+        uv_timer_start(&c->rj.timer, cr_on_rj_timer, (uint64_t)c->n->cfg.startup_timeout_ms, 0);
+        for (int x = 0; x < c->size; x++)   /* the coordinator may have changed */
+            if (c->dead[x] && c->rj.inc[x])
+                cr_rj_report(c, x);
+    }
+    cr_pause_workers(c);
+    cr_progress(c);
+    cr_rb_try_decide(c);   /* a new coordinator may already hold every report */
+    return 1;
+}
+
+void cr_on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
+{
+    phx_ck_eset_t m;
+    if (phx_ck_eset_dec(p, len, c->size, c->nloc, &m))
+        return;
+    int joins = m.joins;
+    if (c->rj.joining) {   /* ours only if it takes this incarnation in */
+        if (!joins || phx_wire_a32_u32(m.inc, (size_t)c->self) != c->n->inc)
+            return;
+        c->ndead = (int)round;
+        memcpy(c->dead, m.dead, (size_t)c->size);
+    } else if ((int)round != c->ndead || c->phase != PH_REC || memcmp(m.dead, c->dead, (size_t)c->size)) {
+        return;   /* stale: a newer failure is known here */
+    }
+    c->rb_epoch = m.epoch;
+    c->rb_disk = !!(m.flags & PHX_CK_D_DISK);
+    c->rb_partial = !!(m.flags & PHX_CK_D_PARTIAL);
+    c->rb_seq = !!(m.flags & PHX_CK_D_SEQ);
+    if (c->rb_partial) {
+        uv_timer_stop(&c->rj.timer);   /* nobody waits for a respawn: it is taken in at a later commit */
+        for (int r = 0; r < c->size; r++)   /* an aborted checkpoint's markers must not count for its redo */
+            if (c->filt.ck_mark[r] > c->store.committed)
+                c->filt.ck_mark[r] = c->store.committed;
+    }
+    memcpy(c->lost, c->dead, (size_t)c->size);
+    int rc = joins ? cr_take_in(c, &m) : 0;
+    if (rc) {
+        cr_fatal(c, 1, "taking a rank back in failed: %s", phx_strerror(rc));
+        return;
+    }
+    if (c->die_point == DIE_ROLLBACK)
+        raise(SIGKILL);   /* test: a failure during a recovery */
+    c->have_decision = 1;
+    c->t_decide = phx_now_ns();
+    c->restored = c->restored_own = 0;
+    memset(c->xfer.done, 0, (size_t)c->size);
+    cr_progress(c);
+}
+
+void cr_on_go(cr_t *c, uint64_t round)
+{
+    if ((int)round != c->ndead || c->phase != PH_REC || !c->restored)
+        return;
+    c->phase = PH_IDLE;
+    if (c->rb_partial)   /* ended: a later loss may be recovered from this table */
+        c->pr = (c->pr & ~1) | 2;
+    cr_xfer_clear(c);
+    cr_bulk_drop(c, BK_XFER, BK_TX | BK_RX);
+    if (c->rj.respawn) {
+        uv_timer_stop(&c->rj.timer);
+        memset(c->fresh, 0, (size_t)c->size);   /* the lowest live rank coordinates again */
+        c->rj.joining = 0;
+    }
+    double ms = (double)(phx_now_ns() - c->t_fail) / 1e6;
+    phx_evlog("recovery_done", "\"epoch\":%llu,\"round\":%d,\"ms\":%.3f,\"stale_dropped\":%llu,\"stale_frames\":%llu",
+              (unsigned long long)c->rb_epoch, c->ndead, ms, (unsigned long long)c->filt.dropped,
+              (unsigned long long)phx_net_stale_frames(c->n->net));
+    PHX_INFO("ckpt", "recovered from epoch %llu in %.1f ms", (unsigned long long)c->rb_epoch, ms);
+    uint64_t now = phx_now_ns(), dec = c->t_decide > c->t_fail ? c->t_decide : c->t_fail;
+    phx_metrics_recovered(&(phx_metrics_rec_t){ .epoch = c->rb_epoch, .round = c->ndead, .partial = c->rb_partial,
+                                                 .replay = c->rb_partial && c->lis, .agree_ns = dec - c->t_fail,
+                                                 .transfer_ns = now - dec, .dead = c->lost, .size = c->size });
+    if (c->lis && c->rb_partial)
+        c->lis(c->lis_arg, PHX_CR_PARTIAL, c->rb_epoch);
+    cr_resume_workers(c);
+    /* The lost node's tasks now have a single copy (at their new host):
+     * double it at once. */
+    cr_begin_checkpoint(c);
+}
+
