@@ -54,4 +54,14 @@ rc=$?
 grep -E '^ *0 ' "$TMP/fz" | sed 's/^/#   /'
 check "freeze: a rank stopped for good neither hangs the job nor changes its result (rc $rc)" \
     grep -q '"class": "exact", "landed": true' "$TMP/freeze.jsonl"
+
+# Without a recovery mode a survivor ends the job at once with 76 when a rank
+# is lost: the launcher's summary must still name the loss ("work lost"),
+# else the campaign counts the exit as WRONG (it once ended without one).
+"$PY" "$HERE/../../tools/chaos/campaign" --bin "$BIN" --runs 1 --seed "$SEED" --kinds freeze \
+    --modes jacobi/none --run-timeout $((30 + 10 * $(hb_ms) / 1000)) --json "$TMP/none.jsonl" >"$TMP/nz" 2>&1
+rc=$?
+grep -E '^ *0 ' "$TMP/nz" | sed 's/^/#   /'
+check "freeze under recovery=none: an honest exit that names what was lost (rc $rc)" \
+    grep -q '"class": "\(honest\|exact\)"' "$TMP/none.jsonl"
 finish

@@ -711,8 +711,11 @@ static int job_code(const run_t *R)
 {
     if (R->why == WHY_SIGNAL)
         return 128 + R->sig;
-    if (R->why == WHY_ABORT)
+    if (R->why == WHY_ABORT) {
+        if (R->verdict)   /* a node's verdict ended the job: say what was lost */
+            summary(R, R->verdict);
         return R->verdict ? R->verdict : 1;
+    }
     int code = -1, mixed = 0, dead = 0, sig = died_of_signal(R, &dead);
     for (int i = 0; i < R->n; i++) {
         int st = R->p[i].status;
