@@ -27,6 +27,7 @@
 #include "core/eventlog.h"
 #include "core/metrics.h"
 #include "core/mlog_int.h"
+#include "ft/mlog/round.h"
 #include "base/phx_err.h"
 #include "base/phx_log.h"
 
@@ -251,9 +252,8 @@ static void hold_check(mlog_t *g)
 {
     if (!g->ck_held)
         return;
-    for (int r = 0; r < g->n->size; r++)
-        if (!g->dead[r] && g->fin[r] < g->pround)
-            return;
+    if (!phx_ml_round_all(g->fin, g->dead, g->n->size, g->pround))
+        return;
     g->ck_held = 0;
     phx_cr_hold(g->cr, 0);
 }
@@ -279,9 +279,8 @@ void phx_mlog_try_release(mlog_t *g)
 {
     if (g->released)
         return;
-    for (int r = 0; r < g->n->size; r++)
-        if (!g->dead[r] && g->done[r] < g->pround)
-            return;
+    if (!phx_ml_round_all(g->done, g->dead, g->n->size, g->pround))
+        return;
     if (g->hold_file && access(g->hold_file, F_OK)) {
         if (!g->hold_logged) {
             g->hold_logged = 1;
@@ -421,8 +420,7 @@ int phx_mlog_replay_ctrl(mlog_t *g, int peer, const phx_frame_hdr_t *h, const ui
         uint32_t k;
         if (phx_ml_round_dec(p, h->len, &k))
             k = 0;
-        if (peer >= 0 && peer < g->n->size && k > v[peer] && k < 256)
-            v[peer] = (uint8_t)k;
+        phx_ml_round_note(v, g->n->size, peer, k);
         if (h->tag == ML_RDONE)
             phx_mlog_try_release(g);
         else
