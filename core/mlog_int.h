@@ -2,12 +2,15 @@
  *   mlog.c         the four modes' ops tables, init/destroy, configuration,
  *                  cr's events (commit, rollback, partial round) and the
  *                  control-frame dispatch;
- *   mlog_log.c     recording: the worker hooks, det queues, the det frames
- *                  sent ahead of an app frame, acks, the pessimistic gate;
+ *   mlog_log.c     recording: the delivery and send hooks, det queues,
+ *                  the det frames sent ahead of an app frame, acks, the
+ *                  pessimistic gate;
  *   mlog_round.c   the partial round: failure notice, its begin, the
  *                  hand-back of dets and logged messages, the period's end;
- *   mlog_replay.c  replay: records, admission and order, spawn ids, the
- *                  release of held messages, the end of the replays.
+ *   mlog_replay.c  replay: records, admission and order, the spawn hook
+ *                  (recorded ids), the release of held messages, the end
+ *                  of the replays.
+ * Calls point down: mlog.c > mlog_round.c > mlog_replay.c > mlog_log.c.
  * Threads and ownership are stated at each field and function. */
 #ifndef PHX_CORE_MLOG_INT_H
 #define PHX_CORE_MLOG_INT_H
@@ -114,11 +117,12 @@ void phx_mlog_flush(mlog_t *g);
 void phx_mlog_own_clear(mlog_t *g);
 void phx_mlog_own_stop(mlog_t *g);
 void phx_mlog_on_send(void *st, const phx_msg_t *m);
+/* Worker: records det d in its own queue (delivery and spawn dets alike). */
+void phx_mlog_record(mlog_t *g, int worker, const phx_det_t *d);
 /* ML_ACKDETS, ML_DETS, ML_ACK from peer: 1 if h was one of them. */
 int phx_mlog_log_ctrl(mlog_t *g, int peer, const phx_frame_hdr_t *h, const uint8_t *p);
 /* Worker hooks (phx_recovery_ops_t). */
 void phx_mlog_delivered(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uint64_t ssn, uint64_t rsn, uint32_t inc);
-phx_tid_t phx_mlog_spawn(void *ctx, int worker, phx_task_t *p, phx_tid_t id);
 void phx_mlog_send_gate(void *ctx, int worker);
 
 /* ---- mlog_replay.c: replay of restored tasks ------------------------------ */
@@ -132,10 +136,10 @@ void phx_mlog_drop_replays(mlog_t *g);
 int phx_mlog_replay_ctrl(mlog_t *g, int peer, const phx_frame_hdr_t *h, const uint8_t *p);
 /* Diagnosis at stop: the records still replaying, as events. */
 void phx_mlog_replay_dump(mlog_t *g);
-/* Worker hooks (phx_recovery_ops_t), and the spawn hook's replay side. */
+/* Worker hooks (phx_recovery_ops_t). */
 int phx_mlog_admit(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, uint64_t ssn);
 int phx_mlog_admit_next(void *ctx, int worker, const phx_task_t *t, phx_tid_t *src, uint64_t *ssn);
-phx_tid_t phx_mlog_replay_spawn_id(mlog_t *g, const phx_task_t *p, uint32_t k, phx_tid_t id);
+phx_tid_t phx_mlog_spawn(void *ctx, int worker, phx_task_t *p, phx_tid_t id);
 
 /* ---- mlog_round.c: the partial round and the period ---------------------- */
 int phx_mlog_on_failure(void *st, int rank);

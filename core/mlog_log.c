@@ -15,7 +15,7 @@
  *     takes k messages and then sends waits one round trip, not k, and
  *     often none (the flush asked at delivery came back meanwhile);
  *   - ML_DETS at a receiver: stored (detLog), acknowledged with ML_ACK.
- * Threads: the comm thread, except the worker hooks (delivered, spawn,
+ * Threads: the comm thread, except the worker hooks (delivered, record,
  * send_gate), which touch only their own queue, atomics and (the gate)
  * reads of every queue's indices. */
 #include <linux/futex.h>
@@ -133,7 +133,7 @@ static void ask_flush(mlog_t *g)
 }
 
 /* Worker: records det d in its queue (delivery and spawn dets alike). */
-static void record(mlog_t *g, int worker, const phx_det_t *d)
+void phx_mlog_record(mlog_t *g, int worker, const phx_det_t *d)
 {
     phx_detq_t *q = phx_ml_queue(g->ml, worker);
     int64_t k = phx_detq_add(q, d);
@@ -190,35 +190,7 @@ void phx_mlog_delivered(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uin
 {
     (void)inc;
     phx_det_t d = { .sender = src, .receiver = dst, .ssn = ssn, .rsn = rsn };
-    record(ctx, worker, &d);
-}
-
-/* Worker: the spawn hook. p's k-th spawn while handling delivery p->rsn
- * (0: its init) is the event <p, rsn, k> -> child id. A replaying p gets
- * the recorded id back; the det goes into the worker's queue before the
- * spawn leaves either way (a replayed one again, as replayed deliveries'
- * dets are), so the spawn frame, and any later frame of this node, carries
- * it (causal) or it is stored on the next rank first (pessimistic). */
-phx_tid_t phx_mlog_spawn(void *ctx, int worker, phx_task_t *p, phx_tid_t id)
-{
-    mlog_t *g = ctx;
-    if (p->spawn_rsn != p->rsn) {
-        p->spawn_rsn = p->rsn;
-        p->spawn_k = 0;
-    }
-    uint32_t k = p->spawn_k++;
-    if (g->seq_hw && (uint32_t)id + 1 > g->seq_hw[worker])
-        g->seq_hw[worker] = (uint32_t)id + 1;   /* the fresh id's low half is the counter */
-    /* Records, not phase: a record is counted finished when its last det
-     * is admitted, before that delivery's handler (which may spawn) runs,
-     * and a task the replay spawns again with no det to replay runs its
-     * init whenever its spawn comes. Records live until the period's
-     * commit (nrep 0 then, and hloc stays put while records exist). */
-    if (atomic_load_explicit(&g->nrep, memory_order_acquire) && phx_mlog_lost_home(g, p->id))
-        id = phx_mlog_replay_spawn_id(g, p, k, id);
-    phx_det_t d = phx_ml_spawn_det(p->id, p->rsn, k, id);
-    record(g, worker, &d);
-    return id;
+    phx_mlog_record(ctx, worker, &d);
 }
 
 /* Comm thread, workers paused (or gone): empties every worker's own-det

@@ -15,7 +15,7 @@
  * and the end of the replays (RFIN), which lets cr checkpoint again.
  *
  * Threads: the comm thread, except phx_mlog_admit, phx_mlog_admit_next and
- * phx_mlog_replay_spawn_id (workers), which touch the replay records under
+ * phx_mlog_spawn (workers), which touch the replay records under
  * their mutex and atomics. */
 #include <pthread.h>
 #include <sched.h>
@@ -210,7 +210,7 @@ int phx_mlog_admit_next(void *ctx, int worker, const phx_task_t *t, phx_tid_t *s
  * a det may still come, so the worker waits: the release comes from the
  * comm threads' hand-backs, which need no worker, and a second failure
  * voids the replay first (phx_mlog_drop_replays sets rel and frees the records). */
-phx_tid_t phx_mlog_replay_spawn_id(mlog_t *g, const phx_task_t *p, uint32_t k, phx_tid_t id)
+static phx_tid_t replay_spawn_id(mlog_t *g, const phx_task_t *p, uint32_t k, phx_tid_t id)
 {
     for (unsigned spins = 0;; spins++) {
         uint64_t child = 0;
@@ -233,6 +233,34 @@ phx_tid_t phx_mlog_replay_spawn_id(mlog_t *g, const phx_task_t *p, uint32_t k, p
             nanosleep(&ts, NULL);
         }
     }
+}
+
+/* Worker: the spawn hook. p's k-th spawn while handling delivery p->rsn
+ * (0: its init) is the event <p, rsn, k> -> child id. A replaying p gets
+ * the recorded id back; the det goes into the worker's queue before the
+ * spawn leaves either way (a replayed one again, as replayed deliveries'
+ * dets are), so the spawn frame, and any later frame of this node, carries
+ * it (causal) or it is stored on the next rank first (pessimistic). */
+phx_tid_t phx_mlog_spawn(void *ctx, int worker, phx_task_t *p, phx_tid_t id)
+{
+    mlog_t *g = ctx;
+    if (p->spawn_rsn != p->rsn) {
+        p->spawn_rsn = p->rsn;
+        p->spawn_k = 0;
+    }
+    uint32_t k = p->spawn_k++;
+    if (g->seq_hw && (uint32_t)id + 1 > g->seq_hw[worker])
+        g->seq_hw[worker] = (uint32_t)id + 1;   /* the fresh id's low half is the counter */
+    /* Records, not phase: a record is counted finished when its last det
+     * is admitted, before that delivery's handler (which may spawn) runs,
+     * and a task the replay spawns again with no det to replay runs its
+     * init whenever its spawn comes. Records live until the period's
+     * commit (nrep 0 then, and hloc stays put while records exist). */
+    if (atomic_load_explicit(&g->nrep, memory_order_acquire) && phx_mlog_lost_home(g, p->id))
+        id = replay_spawn_id(g, p, k, id);
+    phx_det_t d = phx_ml_spawn_det(p->id, p->rsn, k, id);
+    phx_mlog_record(g, worker, &d);
+    return id;
 }
 
 static void kick(mlog_t *g, uint64_t tid)
