@@ -273,7 +273,7 @@ check "mlog-causal two kills: the rule fell back to the global rollback" eval \
 # the replay, not during it: the "malformed wire data" / residual
 # window / wrong checksum), and the void replay's records must not hold the
 # restored tasks for ever: RGATE is never opened, as a release that never
-# comes (drop_replays in core/mlog.c; without it the job hangs).
+# comes (phx_mlog_drop_replays in core/mlog_replay.c; without it the job hangs).
 # rb_asked: rank 0 logged, after its partial round, a checkpoint committed
 # or one held back; with settled, no checkpoint is half done anywhere.
 rb_asked() {

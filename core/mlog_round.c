@@ -1,0 +1,349 @@
+/* Message logging's partial round, in the checkpoint period cr's commits
+ * bound (the modes are in core/mlog.c, the replay in core/mlog_replay.c):
+ *   - the failure notice: which ranks the period lost, where every task
+ *     was at its first failure, under mlog-team the team that rolls back;
+ *   - cr's coordinator asks whether the losses are recovered partially
+ *     (ft/mlog/multi.h's rule) and which live ranks roll back;
+ *   - the round's begin (workers paused) and, at its end, the hand-back
+ *     (Alg. 5): dets to the restored tasks' new hosts, then the logged
+ *     messages, then ML_RDONE to every live rank; a rolled-back team-mate
+ *     replays its own record instead;
+ *   - the period's end at the first commit after its recovery.
+ * Threads: the comm thread only. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/eventlog.h"
+#include "core/metrics.h"
+#include "core/mlog_int.h"
+#include "ft/mlog/multi.h"
+#include "base/phx_err.h"
+#include "base/phx_log.h"
+
+static const phx_recovery_ops_t *CR = &phx_recovery_cr;
+
+/* cr asks, in a partial round: does live rank r roll back too? */
+int phx_mlog_rolls(void *arg, int r)
+{
+    mlog_t *g = arg;
+    return g->team > 1 && g->nfail == 1 && !g->full_rb && r >= 0 && r < g->n->size && g->rb[r] && !g->dead[r];
+}
+
+
+typedef struct hb_ctx {
+    mlog_t *g;
+    uint8_t **dbuf;             /* per host: encoded dets */
+    size_t *dlen, *dcap;
+    int err;
+} hb_ctx_t;
+
+static int hb_lost(void *arg, uint64_t tid)
+{
+    return phx_mlog_lost_home(((hb_ctx_t *)arg)->g, tid);
+}
+
+static void hb_det(void *arg, const phx_det_t *d)
+{
+    hb_ctx_t *h = arg;
+    mlog_t *g = h->g;
+    int host = phx_node_host_of(g->n, (phx_tid_t)d->receiver);
+    g->dets_back++;
+    if (host == g->n->rank) {
+        phx_mlog_install(g, d);
+        return;
+    }
+    if (h->dlen[host] + PHX_ML_DET_LEN > h->dcap[host]) {
+        size_t cap = h->dcap[host] ? 2 * h->dcap[host] : 4096;
+        uint8_t *b = realloc(h->dbuf[host], cap);
+        if (!b) {
+            h->err = PHX_ENOMEM;
+            return;
+        }
+        h->dbuf[host] = b;
+        h->dcap[host] = cap;
+    }
+    phx_wenc_t e;
+    phx_wenc_init(&e, h->dbuf[host] + h->dlen[host], PHX_ML_DET_LEN);
+    phx_ml_det_enc(&e, d);
+    h->dlen[host] += PHX_ML_DET_LEN;
+}
+
+static void hb_msg(void *arg, const phx_ml_entry_t *e)
+{
+    hb_ctx_t *h = arg;
+    mlog_t *g = h->g;
+    phx_node_t *n = g->n;
+    int host = phx_node_host_of(n, (phx_tid_t)e->dst);
+    g->resent++;
+    phx_metrics_add(PHX_M_MSGS_REPLAYED, 1);
+    if (host == n->rank) {
+        phx_msg_t *m = phx_msg_alloc(e->len);
+        if (!m) {
+            h->err = PHX_ENOMEM;
+            return;
+        }
+        int spawn = !!(e->tag & ML_SPAWN_BIT);
+        m->kind = spawn ? PHX_MK_SPAWN : PHX_MK_APP;
+        m->type_id = (uint16_t)(e->tag & ~ML_SPAWN_BIT);
+        m->peer = n->rank;
+        m->hdr.type = spawn ? PHX_FT_SPAWN : PHX_FT_APP;
+        m->hdr.src = e->src;
+        m->hdr.dst = e->dst;
+        m->hdr.ssn = e->ssn;
+        m->hdr.tag = e->tag & ~ML_SPAWN_BIT;
+        m->hdr.inc = n->inc;
+        memcpy(m->data, e->payload, e->len);
+        phx_node_enqueue_local(n, m);
+        return;
+    }
+    /* Re-logged there is not needed: this log keeps it until the commit. */
+    phx_frame_hdr_t fh = phx_frame_hdr((e->tag & ML_SPAWN_BIT) ? PHX_FT_SPAWN : PHX_FT_APP, e->tag & ~ML_SPAWN_BIT,
+                                       e->src, e->dst, e->len);
+    fh.ssn = e->ssn;
+    fh.inc = n->inc;
+    int rc = phx_net_send(n->net, host, &fh, NULL, 0, e->payload, e->len, 0);
+    if (rc)
+        PHX_WARN("mlog", "re-send to rank %d failed: %s", host, phx_strerror(rc));
+}
+
+static int relog_all(void *arg, uint64_t tid)
+{
+    (void)arg;
+    (void)tid;
+    return 1;
+}
+
+static void relog_add(void *arg, const phx_ml_entry_t *e)
+{
+    hb_ctx_t *h = arg;
+    if (!h->err && phx_mlog_lost_home(h->g, e->src))
+        h->err = phx_team_relog_add(&h->g->relog, e->src, e->dst, e->ssn);
+}
+
+/* This node is a team-mate of the dead one and reloaded its own copy
+ * (workers paused): its tasks replay its own record of their deliveries
+ * (rule 1: complete, unlike what other nodes hold, which may have died
+ * with the failed node), and what they send again is not logged twice
+ * (rule 2). */
+static int team_rollback(mlog_t *g)
+{
+    uint64_t n0 = g->installed;
+    for (int i = 0; i < g->n->nworkers; i++)   /* the reload took the counter back */
+        if (atomic_load(&g->n->next_seq) < g->seq_hw[i])
+            atomic_store(&g->n->next_seq, g->seq_hw[i]);
+    for (int i = 0; i < g->n->nworkers; i++) {
+        if (g->own[i].err)
+            return PHX_ENOMEM;   /* a hole: the replay could diverge */
+        for (size_t k = 0; k < g->own[i].n; k++)
+            phx_mlog_install(g, &g->own[i].d[k]);
+    }
+    hb_ctx_t h = { .g = g };
+    phx_ml_restart_cb_t cb = { &h, relog_all, NULL, relog_add };
+    phx_ml_restart_msgs(g->ml, &cb);
+    phx_team_relog_seal(&g->relog);
+    phx_evlog("mlog_team_rollback", "\"own_dets\":%llu,\"relog\":%llu", (unsigned long long)(g->installed - n0),
+              (unsigned long long)g->relog.n);
+    return h.err;
+}
+
+/* cr's partial round restores here (workers paused), before any task. */
+void phx_mlog_partial_begin(mlog_t *g)
+{
+    phx_node_t *n = g->n;
+    uint8_t *since = calloc((size_t)n->size, 1);
+    int k = since ? phx_cr_lost_since(g->cr, since) : -1;
+    int same = since && !memcmp(since, g->pdead, (size_t)n->size);
+    free(since);
+    /* A sequential round follows one this node ended (handed back). */
+    int seq = g->part && g->pround == 1 && g->done[n->rank] >= 1;
+    if (g->full_rb || (g->part && !seq) || !same) {
+        /* This node's period disagrees with the round cr decided: it missed
+         * the commit that began a new period (a failure raced the COMMIT
+         * frame), or took part in a round the decision did not count.
+         * Ending beats a replay without records (never seen in tests). */
+        fprintf(stderr, "phalanx: rank %d: message logging: this node's failures of the period (%d) disagree "
+                        "with the partial recovery decided (%d); ending the job rather than replay without "
+                        "determinants\n", n->rank, g->nfail, k);
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    /* A new release for this round (workers paused): tasks without a
+     * record hold again until it. The guard keeps the phase from ending
+     * while an earlier round's replays finish before it; phx_mlog_try_release takes
+     * it back (an earlier round not released yet still holds its own). */
+    if (!g->pround || g->released)
+        atomic_fetch_add(&g->left, 1);
+    g->part = 1;
+    g->pround++;
+    g->released = 0;
+    g->hold_logged = 0;
+    atomic_store(&g->rel, 0);
+    if (g->nfail > 1)
+        phx_evlog("mlog_partial_multi", "\"failures\":%d,\"sequential\":%d", g->nfail, seq);
+}
+
+void phx_mlog_handback(mlog_t *g)
+{
+    phx_node_t *n = g->n;
+    if (g->full_rb || !g->part) {
+        fprintf(stderr, "phalanx: rank %d: message logging: a partial recovery ended here without its start; "
+                        "ending the job rather than replay without determinants\n", n->rank);
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    if (!g->fast) {
+        atomic_store(&g->phase, 1);
+        /* Before on_go's re-doubling checkpoint. No RFIN can be in yet:
+         * every rank's replay waits for this node's RDONE, below. */
+        g->ck_held = 1;
+        phx_cr_hold(g->cr, 1);
+    }
+    int sz = n->size;
+    hb_ctx_t h = { .g = g };
+    h.dbuf = calloc((size_t)sz, sizeof *h.dbuf);
+    h.dlen = calloc((size_t)sz, sizeof *h.dlen);
+    h.dcap = calloc((size_t)sz, sizeof *h.dcap);
+    if (!h.dbuf || !h.dlen || !h.dcap)
+        h.err = PHX_ENOMEM;
+    /* Dets first (those other nodes' trailers left here; this node's own
+     * name only its own tasks), each host's in one frame. */
+    phx_ml_restart_cb_t dcb = { &h, hb_lost, hb_det, NULL };
+    /* PHX_MLOG_TEST_NO_DETS=1 (tests only): hand back no dets, so replays
+     * take arrival order; the negative control of tests/integration. */
+    const char *nd = getenv("PHX_MLOG_TEST_NO_DETS");
+    if (!h.err && !g->fast && !(nd && nd[0] == '1'))
+        phx_ml_restart_dets(g->ml, &dcb);
+    for (int r = 0; r < sz && !h.err; r++)
+        if (h.dlen[r])
+            phx_mlog_ctl(g, r, ML_RDETS, h.dbuf[r], h.dlen[r]);
+    if (!h.err && g->team > 1 && g->rb[n->rank])
+        h.err = team_rollback(g);
+    phx_ml_restart_cb_t mcb = { &h, hb_lost, NULL, hb_msg };
+    if (!h.err)
+        phx_ml_restart_msgs(g->ml, &mcb);
+    if (h.err) {
+        PHX_ERROR("mlog", "hand-back failed (%s): ending the job", phx_strerror(h.err));
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+    }
+    for (int r = 0; r < sz; r++)
+        free(h.dbuf ? h.dbuf[r] : NULL);
+    free(h.dbuf);
+    free(h.dlen);
+    free(h.dcap);
+    phx_mlog_own_stop(g);
+    phx_evlog("mlog_handback", "\"dets\":%llu,\"msgs\":%llu", (unsigned long long)g->dets_back,
+              (unsigned long long)g->resent);
+    if (g->fast)
+        return;   /* nothing is held: restored tasks take messages in any order */
+    uint8_t b[PHX_ML_ROUND_LEN];
+    phx_ml_round_enc(b, (uint32_t)g->pround);
+    for (int r = 0; r < sz; r++)
+        if (r != n->rank && !g->dead[r])
+            phx_mlog_ctl(g, r, ML_RDONE, b, sizeof b);
+    g->done[n->rank] = (uint8_t)g->pround;
+    phx_mlog_try_release(g);
+}
+
+/* cr's coordinator: may the losses of this period be recovered partially? */
+int phx_mlog_when(void *arg, const uint8_t *dead, const uint8_t *since, int replayed)
+{
+    mlog_t *g = arg;
+    phx_mld_mode_t m = g->fast ? PHX_MLD_FAST : g->pess ? PHX_MLD_PESSIMISTIC : g->team ? PHX_MLD_TEAM
+                                                                                       : PHX_MLD_CAUSAL;
+    int rp = replayed == PHX_CR_REPLAYED_NONE    ? PHX_MLD_REPLAYED_NONE
+           : replayed == PHX_CR_REPLAYED_ENDED ? PHX_MLD_REPLAYED_ENDED
+                                               : PHX_MLD_REPLAYED_OTHER;
+    return phx_mld_partial(m, g->n->size, dead, since, rp) == PHX_MLD_PARTIAL;
+}
+
+static void try_release_if_started(mlog_t *g)
+{
+    if (g->pround && g->done[g->n->rank] >= g->pround)
+        phx_mlog_try_release(g);
+}
+
+/* Comm thread, at the period's first failure: where every task was. */
+static void snap_hosts(mlog_t *g)
+{
+    phx_node_t *n = g->n;
+    size_t k = n->loc ? (size_t)n->loc_n * PHX_LOC_SLICES : 0;
+    int *h = k ? realloc(g->hloc, k * sizeof *h) : NULL;
+    if (k && !h) {
+        PHX_ERROR("mlog", "out of memory recording task hosts at a failure: ending the job");
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+        return;
+    }
+    if (h)
+        memcpy(h, n->loc, k * sizeof *h);
+    else
+        free(g->hloc);
+    g->hloc = h;
+    g->hloc_n = h ? n->loc_n : 0;
+}
+
+/* Comm thread, at a commit (workers paused) after failures: a new
+ * checkpoint period begins. cr begins no checkpoint while a replay is under
+ * way anywhere (hold_check), and none during a round, so this commit
+ * follows the end of this period's recovery on every node; its logs, dets
+ * and the dead node's moved tasks are in this epoch, stored twice. The next
+ * failure is a first one again (cr counts the ranks dead since the commit
+ * the same way: core/ckpt.c's rb_try_decide). */
+void phx_mlog_period_reset(mlog_t *g, uint64_t epoch)
+{
+    if (atomic_load(&g->phase)) {   /* cannot happen (the hold); keep the fallback */
+        PHX_WARN("mlog", "epoch %llu committed during a replay: the next failure rolls back globally",
+                 (unsigned long long)epoch);
+        return;
+    }
+    phx_evlog("mlog_period", "\"epoch\":%llu,\"failures\":%d,\"global\":%d", (unsigned long long)epoch, g->nfail,
+              g->full_rb);
+    g->nfail = 0;
+    g->full_rb = 0;
+    g->part = 0;
+    g->pround = 0;
+    memset(g->pdead, 0, (size_t)g->n->size);
+    memset(g->rb, 0, (size_t)g->n->size);
+    memset(g->done, 0, (size_t)g->n->size);
+    memset(g->fin, 0, (size_t)g->n->size);
+    g->released = 0;
+    g->hold_logged = 0;
+    atomic_store(&g->rel, 0);
+    atomic_store(&g->left, 0);
+    pthread_rwlock_wrlock(&g->rep_lock);
+    phx_mlog_free_replays(g);
+    atomic_store(&g->nrep, 0);
+    pthread_rwlock_unlock(&g->rep_lock);
+    if (g->team > 1 && g->own)   /* rule 1 again, from this commit (ml_listen clears the records) */
+        atomic_store(&g->own_on, 1);
+}
+
+int phx_mlog_on_failure(void *st, int rank)
+{
+    mlog_t *g = st;
+    if (rank >= 0 && rank < g->n->size && !g->dead[rank]) {
+        g->dead[rank] = 1;
+        g->pdead[rank] = 1;
+        g->nfail++;
+        if (g->nfail == 1)
+            snap_hosts(g);   /* before cr relocates anything */
+        /* The first failure under mlog-team rolls its whole team back;
+         * a team of every live rank marks them all, so cr decides the
+         * global rollback (phx_mlog_rolls leaves no live rank running). Ranks of
+         * earlier periods count as live here: cr's own check (some live
+         * rank keeps running) sees them dead. */
+        if (g->team > 1 && g->nfail == 1)
+            (void)phx_team_rollback_set(g->n->size, g->team, g->pdead, g->rb);
+        g->rb[rank] = 1;
+    }
+    /* Whether this failure is recovered partially (two in one round, or
+     * one after the period's partial round ended everywhere) is cr's
+     * coordinator's decision by ft/mlog/multi.h's rule; workers stay paused
+     * until it. A global rollback voids a replay under way (ml_listen). */
+    try_release_if_started(g);   /* a release waits for every live rank's hand-back: one fewer now */
+    int rc = CR->on_failure(g->cr, rank);
+    if (g->pess)
+        phx_mlog_flush(g);   /* a worker may wait on a flush the dead rank never acked */
+    return rc;
+}
+
