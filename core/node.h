@@ -259,10 +259,16 @@ static inline const struct phx_recovery_ops *phx_node_rec_hooks(const phx_node_t
     atomic_store_explicit(&(c), atomic_load_explicit(&(c), memory_order_relaxed) + (v), memory_order_relaxed)
 #define PHX_CNT_GET(c) atomic_load_explicit(&(c), memory_order_relaxed)
 
+/* Multiplicative hashing, scaled from the product's top bits (its best
+ * mixed): a node's tasks often have ids in an arithmetic progression with a
+ * power-of-two stride (phx_spawn_on round-robin over the nodes), and the
+ * product's low half taken modulo nworkers put all of such a node's tasks on
+ * one worker, so a replay of a dead node's tasks, or a node's own blocks, ran
+ * on one core of two. The fraction of pi spreads those strides evenly. */
 static inline int phx_worker_of(const phx_node_t *n, phx_tid_t tid)
 {
-    uint64_t h = tid * 0x9e3779b97f4a7c15ULL;
-    return (int)((h >> 32) % (uint64_t)n->nworkers);
+    uint64_t h = tid * 0x243f6a8885a308d3ULL;
+    return (int)(((h >> 32) * (uint64_t)n->nworkers) >> 32);
 }
 
 #endif

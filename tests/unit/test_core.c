@@ -16,6 +16,7 @@
 #include "core/held.h"
 #include "core/map.h"
 #include "core/msg.h"
+#include "core/node.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next_rand(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
@@ -130,6 +131,42 @@ static void *free_all(void *arg)
  * Sizes above the largest class (65536) bypass the pool: one per round
  * covers that path; drawing 1 MiB for a tenth of the messages made the
  * test 8 GiB of malloc traffic, over a minute under TSan (mmap shadow). */
+/* Workers' shares of a node's tasks. phx_spawn_on round-robin over the
+ * nodes gives node h the ids <h, creator, s0 + h + k * nodes>: every such
+ * set of at least 4 tasks per worker must spread within 1.5 times the fair
+ * share (the old mapping put all of them on one worker, so a replay of a
+ * dead node's tasks ran on one core of two). Ids as core/node.c makes them. */
+static void worker_spread(void **state)
+{
+    (void)state;
+    static phx_node_t n;   /* only nworkers is read */
+    int checked = 0;
+    for (int nw = 2; nw <= 8; nw++) {
+        n.nworkers = nw;
+        for (int nodes = 1; nodes <= 32; nodes *= 2)
+            for (int v = 4 * nw; v <= 32; v *= 2)
+                for (uint64_t creator = 0; creator < 6; creator += 5)
+                    for (uint64_t s0 = 0; s0 < 2; s0++)
+                        for (int h = 0; h < nodes; h++) {
+                            int load[8] = {0}, top = 0;
+                            for (int k = 0; k < v; k++) {
+                                phx_tid_t id = ((uint64_t)(h + 1) << 48) | creator << 32 | (s0 + (uint64_t)h + (uint64_t)k * (uint64_t)nodes);
+                                int w = phx_worker_of(&n, id);
+                                assert_true(w >= 0 && w < nw);
+                                if (++load[w] > top)
+                                    top = load[w];
+                            }
+                            /* top <= 1.5 * v / nw */
+                            if (2 * top * nw > 3 * v)
+                                fail_msg("%d tasks on %d workers (node %d of %d, creator %llu, s0 %llu): "
+                                         "one worker got %d", v, nw, h, nodes, (unsigned long long)creator,
+                                         (unsigned long long)s0, top);
+                            checked++;
+                        }
+    }
+    printf("worker spread: %d task sets within 1.5x the fair share\n", checked);
+}
+
 static void pool_cross_thread(void **state)
 {
     (void)state;
@@ -275,6 +312,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(map_vs_oracle),
         cmocka_unit_test(held_vs_oracle),
+        cmocka_unit_test(worker_spread),
         cmocka_unit_test(pool_cross_thread),
         cmocka_unit_test(config_precedence),
         cmocka_unit_test(config_check),
