@@ -64,13 +64,21 @@ void phx_events_rec_line(const char *line)
     const char *l = strstr(line, " lost=");
     if (l)
         sscanf(l + 6, "%63[0-9,-]", lost);
-    pend_t *p = NULL, *free_slot = NULL;
+    /* A printed round keeps its slot (until a new round needs one), so a
+     * report that comes after its line was printed starts no second line. */
+    pend_t *p = NULL, *free_slot = NULL, *old = NULL;
     for (int i = 0; i < MAXPEND; i++) {
         if (P[i].used && P[i].round == round && P[i].epoch == epoch && P[i].partial == partial)
             p = &P[i];
         else if (!P[i].used && !free_slot)
             free_slot = &P[i];
+        else if (P[i].used && P[i].printed && (!old || P[i].first < old->first))
+            old = &P[i];
     }
+    if (p && p->printed)
+        return;   /* late: the round's line is out */
+    if (!free_slot)
+        free_slot = old;
     if (!p) {
         if (!free_slot)
             return;   /* more than MAXPEND rounds in flight: the oldest lines are already out */
@@ -168,7 +176,6 @@ static void print(pend_t *p)
     p->printed = 1;
     free(p->from);
     p->from = NULL;
-    p->used = 0;
 }
 
 /* Local nodes up that have not reported round p. */
@@ -187,7 +194,7 @@ int phx_events_tick(void)
     double now = phx_jobdir_now(), next = nheld ? HOLD_S / 2 : 1.0;
     for (int i = 0; i < MAXPEND; i++) {
         pend_t *p = &P[i];
-        if (!p->used)
+        if (!p->used || p->printed)
             continue;
         if (waiting_for(p) == 0 || now - p->first >= REPORT_WAIT_S)
             print(p);
@@ -201,7 +208,7 @@ void phx_events_close(void)
 {
     release_held(1);
     for (int i = 0; i < MAXPEND; i++)
-        if (P[i].used)
+        if (P[i].used && !P[i].printed)
             print(&P[i]);
 }
 
@@ -273,7 +280,7 @@ int phx_events_due(void)
         if (now - H[i].at >= HOLD_S)
             return 1;
     for (int i = 0; i < MAXPEND; i++)
-        if (P[i].used && (waiting_for(&P[i]) == 0 || now - P[i].first >= REPORT_WAIT_S))
+        if (P[i].used && !P[i].printed && (waiting_for(&P[i]) == 0 || now - P[i].first >= REPORT_WAIT_S))
             return 1;
     return 0;
 }
