@@ -9,19 +9,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "tests/fuzz/corpus.h"
+
 #include "net/auth.h"
 #include "net/frame.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static uint64_t rs;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return phx_fz_rnd(&rs); }
 
 static const uint8_t types[] = { PHX_FT_HELLO, PHX_FT_AUTH, PHX_FT_AUTH_OK, PHX_FT_ACK, PHX_FT_APP, PHX_FT_SPAWN,
                                  PHX_FT_CTRL, PHX_FT_HB, PHX_FT_BCAST, PHX_FT_ERA, PHX_FT_TD };
@@ -90,30 +85,9 @@ static int emit_seeds(const char *dir)
     for (int i = 0; i < 64; i++) {
         size_t n = gen_valid(buf, sizeof buf);
         buf[0] |= 1;   /* keep CRC repair on so mutations stay interesting */
-        char path[4096];
-        snprintf(path, sizeof path, "%s/seed-%02d", dir, i);
-        FILE *f = fopen(path, "wb");
-        if (!f || fwrite(buf, 1, n, f) != n) {
-            perror(path);
-            if (f) fclose(f);
+        if (phx_fz_write_seed(dir, i, buf, n))
             return -1;
-        }
-        fclose(f);
     }
-    return 0;
-}
-
-static int run_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        return -1;
-    }
-    static uint8_t buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    LLVMFuzzerTestOneInput(buf, n);
     return 0;
 }
 
@@ -133,7 +107,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-s") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 0);
         else {
-            bad |= run_file(argv[i]) != 0;
+            bad |= phx_fz_run_file(argv[i]) != 0;
             files++;
         }
     }

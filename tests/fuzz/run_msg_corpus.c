@@ -10,9 +10,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "tests/fuzz/corpus.h"
+
 #include "tests/fuzz/fuzz_msg.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 typedef struct seed {
     uint8_t *b;
@@ -34,13 +35,7 @@ static void keep(void *ctx, const uint8_t *buf, size_t len)
 }
 
 static uint64_t rs;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return phx_fz_rnd(&rs); }
 
 /* Byte flips, stores, truncation, insertion, deletion and 32-bit field
  * rewrites past the two control bytes; sometimes another param. */
@@ -64,32 +59,9 @@ static void mutate(uint8_t *b, size_t *n, size_t cap)
 
 static int write_seeds(const char *dir)
 {
-    for (int i = 0; i < nseeds; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/seed-%03d", dir, i);
-        FILE *f = fopen(path, "wb");
-        if (!f || fwrite(seeds[i].b, 1, seeds[i].n, f) != seeds[i].n) {
-            perror(path);
-            if (f)
-                fclose(f);
+    for (int i = 0; i < nseeds; i++)
+        if (phx_fz_write_seed(dir, i, seeds[i].b, seeds[i].n))
             return -1;
-        }
-        fclose(f);
-    }
-    return 0;
-}
-
-static int run_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        return -1;
-    }
-    static uint8_t buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    LLVMFuzzerTestOneInput(buf, n);
     return 0;
 }
 
@@ -108,7 +80,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-s") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 0);
         else {
-            bad |= run_file(argv[i]) != 0;
+            bad |= phx_fz_run_file(argv[i]) != 0;
             files++;
         }
     }
