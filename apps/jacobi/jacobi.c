@@ -582,7 +582,12 @@ static void main_res(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_
         return;
     }
     if (r.it < s->done || r.it >= s->done + s->win || r.idx < 0 || r.idx >= s->nb) {
-        fprintf(stderr, "jacobi: residual of iteration %d outside the window\n", r.it);
+        /* A residual main cannot place means the job's history does not add
+         * up (a recovery restored inconsistent states): end without a result
+         * rather than print a wrong one. */
+        fprintf(stderr, "jacobi: cannot finish: the residual of iteration %d (block %d) is outside the window "
+                        "%d..%d, so the restored state is inconsistent; no result is printed\n",
+                r.it, r.idx, s->done, s->done + s->win - 1);
         phx_exit(c, 1);
         return;
     }
