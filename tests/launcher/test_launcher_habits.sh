@@ -14,24 +14,10 @@ export PHX_KILL_GRACE=1
 unset PHX_SECRET PHX_SECRET_FILE PHX_PIDFILE PHX_RSH SLURM_JOB_NODELIST SLURM_NODELIST PHX_CONFIG
 for v in $(env | sed -n 's/^\(PHX_[A-Z_]*\)=.*/\1/p'); do [ "$v" = PHX_KILL_GRACE ] || unset "$v"; done
 
-ok() { PASS=$((PASS + 1)); echo "ok   $1"; }
-bad() {
-    FAIL=$((FAIL + 1)); echo "FAIL $1"
-    for f in out err; do [ -s "$T/$f" ] && { echo "  --- $f:"; head -20 "$T/$f" | cut -c1-200 | sed 's/^/  /'; }; done
-}
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/lib.sh"
 # One CPU for the launcher, so the slot rules do not depend on the machine.
 if taskset -c 0 true 2>/dev/null; then PIN="taskset -c 0"; CPUS=1; else PIN=; CPUS=$(nproc); fi
 run() { $PIN "$PHX" "$@" >"$T/out" 2>"$T/err"; RC=$?; }
-wait_for() {
-    _n=0
-    while ! eval "$1"; do
-        _n=$((_n + 1)); [ "$_n" -ge "${2:-100}" ] && return 1
-        sleep 0.1
-    done
-}
-alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
-none_alive() { for _p in "$@"; do alive "$_p" && return 1; done; return 0; }
 SIZE='echo "size=$PHX_SIZE"'
 
 # ---- mpirun's spellings ------------------------------------------------------
