@@ -69,7 +69,12 @@ void phx_node_exit(phx_node_t *n, int code, int propagate)
             uint8_t b[PHX_CTL_EXIT_LEN];
             phx_ctl_exit_enc(b, code);
             phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_CTRL, PHX_CTRL_EXIT, (uint64_t)n->rank, (uint64_t)r, sizeof b);
-            phx_net_send(n->net, r, &h, NULL, 0, b, sizeof b, 0);
+            /* Urgent lane: behind a backlog of application data the peer
+             * would hear our heartbeats stop long before this, and take
+             * the silence for a failure (or a partition). */
+            int rc = phx_net_send(n->net, r, &h, NULL, 0, b, sizeof b, PHX_NET_URGENT);
+            if (rc && rc != PHX_EDEAD)
+                PHX_WARN("node", "the exit code was not sent to rank %d: %s", r, phx_strerror(rc));
         }
     }
     phx_inline_stop(n);

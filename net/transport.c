@@ -217,6 +217,11 @@ void phx_net_close_peer(phx_net_t *n, int peer, const char *why)
     p->dead = 1;
     uv_timer_stop(&p->retry);
     uv_timer_stop(&p->lost);
+    /* A peer declared dead (by another node's detection, say) before this
+     * loop read the end its kernel sent: that end is still the evidence
+     * that its process ended, not a partition (phx_net_peer_reached). */
+    if (p->conn && p->conn->up && !p->conn->closing && tr_conn_ended(p->conn))
+        p->closed = 1;
     drop_stream(p, why);
 }
 

@@ -201,6 +201,10 @@ void tr_on_prepare(uv_prepare_t *h);
 void tr_start_resend(peer_t *p);
 void tr_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
 void tr_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
+/* 1 iff the peer's kernel already ended c (a FIN or RST waits behind
+ * whatever bytes are still unread, which are discarded): c is about to be
+ * closed without being read further. */
+int tr_conn_ended(conn_t *c);
 
 /* transport.c */
 int tr_reject_reason(const char *why);

@@ -1,6 +1,8 @@
 /* The data path: buffering and sealing frames, send windows, writes,
  * acks and resends; reading, framing and in-place (claimed) receives. */
 
+#include <errno.h>
+
 #include "net/transport_int.h"
 
 static void on_written(uv_write_t *req, int status);
@@ -247,8 +249,12 @@ static void on_written(uv_write_t *req, int status)
         retain_failed(p);
         return;
     }
-    if (status < 0 && wc && !wc->closing)
+    if (status < 0 && wc && !wc->closing) {
+        /* As a FIN or RST read (tr_on_read): the peer's kernel answered. */
+        if ((status == UV_EPIPE || status == UV_ECONNRESET) && wc->up && wc->peer)
+            wc->peer->closed = 1;
         tr_conn_close(wc, uv_strerror(status));
+    }
     if (!p->up)
         return;   /* flushed again once the link is restored */
     if (p->resend_pending)
@@ -543,6 +549,25 @@ void tr_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
         b->len = PHX_FRAME_HDR + PHX_NET_ZC_HEAD - c->rbuf.len;
     if (c->net->read_max && b->len > c->net->read_max)
         b->len = c->net->read_max;
+}
+
+int tr_conn_ended(conn_t *c)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
+        return 0;
+    /* Bounded by what the kernel buffers for one socket: the sender is gone
+     * or told to stop, so nothing refills it meanwhile. */
+    char sink[16384];
+    for (size_t got = 0; got < ((size_t)64 << 20);) {
+        ssize_t r = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (r == 0)
+            return 1;
+        if (r < 0)
+            return errno == ECONNRESET;
+        got += (size_t)r;
+    }
+    return 0;
 }
 
 void tr_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
