@@ -13,9 +13,10 @@
  * admission stay there; this machine says when.
  *
  * Threading: one instance per node, driven from one thread (the comm
- * thread); nothing here is thread-safe. phx_ml_rec_rb's array may be read
- * from other threads while a replay is under way: it changes only at a
- * failure or at the period's end, and workers are paused then. */
+ * thread); nothing here is thread-safe, but for phx_ml_rec_rb's array,
+ * which workers read while a replay is under way: a failure only sets
+ * bytes of it, and only the period's end (a commit: workers paused, no
+ * replay) clears it. */
 #ifndef PHX_FT_MLOG_REC_H
 #define PHX_FT_MLOG_REC_H
 
