@@ -14,7 +14,7 @@
  * first's round ended everywhere: mlog-pessimistic by the same pairs); any
  * other failure in the period falls back to cr's global rollback. A period
  * ends at the first commit after its
- * recovery ended everywhere (phx_mlog_period_reset): the logs and dets were dropped
+ * recovery ended everywhere (phx_mlog_commit): the logs and dets were dropped
  * and the moved tasks are stored twice again.
  *
  * The work is in three files beside this one (core/mlog_int.h): recording
@@ -84,16 +84,15 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
      * partial one) are live again: they store dets, hand back and finish
      * replays like any other. */
     if (what == PHX_CR_COMMIT || what == PHX_CR_ROLLBACK || what == PHX_CR_JOINED)
-        for (int r = 0; r < g->n->size; r++)
-            g->dead[r] = (uint8_t)phx_cr_dead(g->cr, r);
+        phx_mlog_sync_dead(g);
     if (what == PHX_CR_JOINED) {
         /* A newcomer's trailers carry the epoch it joined at (survivors
          * committed it just before: nothing changes there). */
         phx_ml_checkpoint(g->ml, epoch);
         return;
     }
-    if (what == PHX_CR_COMMIT && g->nfail)
-        phx_mlog_period_reset(g, epoch);
+    if (what == PHX_CR_COMMIT)
+        phx_mlog_commit(g, epoch);   /* after failures, the period may end */
     if (what == PHX_CR_PARTIAL_BEGIN) {
         phx_mlog_partial_begin(g);
         return;
@@ -103,21 +102,11 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
         return;
     }
     if (what == PHX_CR_ROLLBACK) {
-        if (g->nfail > 1 && !g->full_rb)
-            phx_evlog("mlog_fallback", "\"failures\":%d,\"reason\":\"%s\"", g->nfail,
-                      g->part ? "after a partial round" : "rule");
-        if (g->part) {
-            /* A partial recovery still under way is void: its records would
-             * hold the restored tasks' deliveries for ever (no hand-back
-             * follows), and its hold would keep every checkpoint back (cr is
-             * in its round: nothing begins at the release). */
-            phx_mlog_drop_replays(g);
-            if (g->ck_held) {
-                g->ck_held = 0;
-                phx_cr_hold(g->cr, 0);
-            }
-        }
-        g->full_rb = 1;
+        /* A partial recovery still under way is void: its records would
+         * hold the restored tasks' deliveries for ever (no hand-back
+         * follows), and its hold would keep every checkpoint back (cr is
+         * in its round: nothing begins at the release). */
+        phx_mlog_rollback(g);
         atomic_store(&g->own_on, 0);   /* no partial recovery follows a global rollback */
         phx_team_relog_clear(&g->relog);
     }
@@ -149,40 +138,32 @@ static int ml_init(phx_node_t *n, void **out)
     g->pess = is_pess(n);
     g->fast = is_fast(n);
     g->team = is_team(n) ? n->cfg.mlog_team_size : 0;
-    g->dead = calloc((size_t)n->size, 1);
-    g->pdead = calloc((size_t)n->size, 1);
-    g->rb = calloc((size_t)n->size, 1);
     if (g->team > 1) {
         g->own = calloc((size_t)n->nworkers, sizeof *g->own);
         g->seq_hw = calloc((size_t)n->nworkers, sizeof *g->seq_hw);
         atomic_store(&g->own_on, g->own != NULL);
     }
-    g->done = calloc((size_t)n->size, 1);
-    g->fin = calloc((size_t)n->size, 1);
     if (g->pess)
         g->snap = calloc((size_t)n->nworkers * (size_t)n->nworkers, sizeof *g->snap);
     phx_ml_cfg_t c = { .rank = n->rank, .n = n->size, .inc = n->inc, .nq = n->nworkers, .qcap = QCAP,
                        .pessimistic = g->pess };
     phx_map_init(&g->rep);
     pthread_rwlock_init(&g->rep_lock, NULL);
-    g->ml = g->dead && g->pdead && g->done && g->fin && g->rb && (g->team <= 1 || (g->own && g->seq_hw)) &&
-                    (!g->pess || g->snap)
-                ? phx_ml_create(&c) : NULL;
+    int rc = (g->team > 1 && !(g->own && g->seq_hw)) || (g->pess && !g->snap) ? PHX_ENOMEM : phx_mlog_round_init(g);
+    if (!rc && !(g->ml = phx_ml_create(&c)))
+        rc = PHX_ENOMEM;
     /* Published before cr's init, which pauses the workers of a respawned
      * rank: they find this state (and g->cr, set before the pause) there. */
     *out = g;
-    int rc = g->ml ? CR->init(n, &g->cr) : PHX_ENOMEM;
+    if (!rc)
+        rc = CR->init(n, &g->cr);
     if (rc) {
         *out = NULL;   /* no worker paused: cr pauses them last */
+        phx_ml_rec_destroy(g->rec);
         phx_ml_destroy(g->ml);
         phx_map_free(&g->rep);
-        free(g->dead);
-        free(g->pdead);
-        free(g->rb);
         free(g->own);
         free(g->seq_hw);
-        free(g->done);
-        free(g->fin);
         free(g->snap);
         free(g);
         return rc;
@@ -191,13 +172,7 @@ static int ml_init(phx_node_t *n, void **out)
     phx_cr_partial_when(g->cr, phx_mlog_when);
     if (g->team > 1)
         phx_cr_partial_rolls(g->cr, phx_mlog_rolls);
-    const char *hf = getenv("PHX_MLOG_TEST_HOLD_RELEASE");
-    if (hf && hf[0] && !g->fast) {
-        g->hold_file = hf;
-        uv_timer_init(&n->loop, &g->hold_timer);
-        g->hold_timer.data = g;
-        g->hold_timer_on = 1;
-    }
+    phx_mlog_round_start(g);
     return 0;
 }
 
@@ -218,7 +193,8 @@ static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8
         CR->on_ctrl(g->cr, peer, h, p);
         return;
     }
-    if (!phx_mlog_log_ctrl(g, peer, h, p) && !phx_mlog_replay_ctrl(g, peer, h, p))
+    if (!phx_mlog_log_ctrl(g, peer, h, p) && !phx_mlog_replay_ctrl(g, peer, h, p) &&
+        !phx_mlog_round_ctrl(g, peer, h, p))
         PHX_WARN("mlog", "unknown control tag %u from rank %d", h->tag, peer);
 }
 
@@ -290,11 +266,7 @@ static void ml_stop(void *st)
                 (unsigned long long)s.logged, (unsigned long long)s.dets_pb, (unsigned long long)s.pb_bytes);
     for (int i = 0; i < g->n->nworkers; i++)
         phx_detq_close(phx_ml_queue(g->ml, i));   /* workers blocked on a full queue leave */
-    if (g->hold_timer_on) {
-        g->hold_timer_on = 0;
-        uv_timer_stop(&g->hold_timer);
-        uv_close((uv_handle_t *)&g->hold_timer, NULL);
-    }
+    phx_mlog_round_stop(g);
     CR->stop(g->cr);
 }
 
@@ -304,18 +276,14 @@ static void ml_destroy(void *st)
     free(g->snap);
     phx_mlog_free_replays(g);
     pthread_rwlock_destroy(&g->rep_lock);
-    free(g->done);
     phx_mlog_own_clear(g);
     free(g->own);
     free(g->seq_hw);
     phx_team_relog_clear(&g->relog);
-    free(g->rb);
-    free(g->fin);
-    free(g->pdead);
     free(g->hloc);
     CR->destroy(g->cr);
     phx_ml_destroy(g->ml);
-    free(g->dead);
+    phx_ml_rec_destroy(g->rec);
     free(g->buf);
     free(g);
 }

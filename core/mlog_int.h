@@ -5,12 +5,16 @@
  *   mlog_log.c     recording: the delivery and send hooks, det queues,
  *                  the det frames sent ahead of an app frame, acks, the
  *                  pessimistic gate;
- *   mlog_round.c   the partial round: failure notice, its begin, the
- *                  hand-back of dets and logged messages, the period's end;
+ *   mlog_round.c   the partial round: feeds its events to the state
+ *                  machine ft/mlog/rec.h and carries out its actions (the
+ *                  hand-back of dets and logged messages, RDONE/RFIN, the
+ *                  checkpoint hold, the release gate, the period's end);
  *   mlog_replay.c  replay: records, admission and order, the spawn hook
  *                  (recorded ids), the release of held messages, the end
  *                  of the replays.
- * Calls point down: mlog.c > mlog_round.c > mlog_replay.c > mlog_log.c.
+ * Calls point down: mlog.c > mlog_round.c > mlog_replay.c > mlog_log.c
+ * (the phase's end reaches mlog_round.c through g->replay_end, a queued
+ * call).
  * Threads and ownership are stated at each field and function. */
 #ifndef PHX_CORE_MLOG_INT_H
 #define PHX_CORE_MLOG_INT_H
@@ -24,6 +28,7 @@
 #include "core/node.h"
 #include "core/recovery.h"
 #include "ft/mlog/msg.h"
+#include "ft/mlog/rec.h"
 #include "ft/mlog/scml.h"
 #include "ft/mlog/team.h"
 
@@ -45,17 +50,16 @@ typedef struct mlog {
     int pess;
     int fast;                   /* mlog-fast: no determinants at all */
     int team;                   /* mlog-team: team size t (0: another mode) */
-    uint8_t *dead;
-    uint8_t *pdead;             /* ranks dead in this checkpoint period */
+    /* The partial round's state machine (ft/mlog/rec.h; comm thread):
+     * failures of the period, the recovered ranks (rb), rounds, hand-backs,
+     * the release and the checkpoint hold. */
+    phx_ml_rec_t *rec;
     /* n->loc at the period's first failure (comm thread writes it before
      * phase is set; workers read it only while phase is set): a task was
-     * lost iff its host then is in rb. Ranks of earlier periods host nothing
-     * (relocated), so rb needs no history. */
+     * lost iff its host then is in the machine's rb. Ranks of earlier
+     * periods host nothing (relocated), so rb needs no history. */
     int *hloc;
     int hloc_n;
-    /* Ranks whose tasks the partial recovery restores: the dead node, and
-     * under mlog-team its live team-mates (rolled back from their own copy). */
-    uint8_t *rb;
     /* mlog-team (t > 1): each worker's record of its own dets since the
      * commit (rule 1), kept until the first failure's round; and the
      * sends a rolled-back team-mate logged already (rule 2). */
@@ -81,23 +85,16 @@ typedef struct mlog {
     _Atomic uint64_t gate_waits;   /* sends that had to wait for an ack */
     uint64_t ctrl_frames;
     uint64_t trailers;          /* det frames sent ahead of an app frame */
-    /* Partial recovery (the first failure of a checkpoint period). */
-    int nfail, full_rb;         /* failures this period; a global rollback happened in it */
-    int part;                   /* this node took part in a partial round of the period */
-    int pround;                 /* partial rounds of the period begun here (1, or 2: sequential) */
+    /* Replay of the partial recovery (mlog_replay.c). */
     phx_map_t rep;              /* task id of the dead node -> rep_t *, under rep_lock */
     pthread_rwlock_t rep_lock;  /* workers read, the comm thread adds records */
     _Atomic int nrep;           /* records in rep */
     _Atomic int phase;          /* a partial recovery began: lost tasks are checked */
     _Atomic int left;           /* records still replaying after the release */
     _Atomic int rel;            /* ... and every live rank handed back */
-    /* Per rank, the last partial round of the period whose hand-back
-     * (RDONE) / end of replays (RFIN) arrived: a sequential round's must
-     * not count an earlier round's frame, which may still be in flight. */
-    uint8_t *done;
-    uint8_t *fin;
-    int released;
-    int ck_held;                /* cr's checkpoints held until every live rank sent RFIN */
+    /* The comm-thread call queued when the replay phase ends (mlog_round.c
+     * sets it: the machine hears of it there). */
+    void (*replay_end)(phx_node_t *n, phx_msg_t *m);
     uint64_t resent, dets_back, installed;
     _Atomic uint64_t spawns_reused;   /* replayed spawns given their recorded id */
     _Atomic uint64_t spawns_waited;   /* ... that waited for the release first */
@@ -107,7 +104,7 @@ typedef struct mlog {
      * a replay is under way by construction. */
     const char *hold_file;
     uv_timer_t hold_timer;
-    int hold_timer_on, hold_logged;
+    int hold_timer_on;
 } mlog_t;
 
 /* ---- mlog_log.c: recording (comm thread unless said) ---------------------- */
@@ -129,10 +126,11 @@ void phx_mlog_send_gate(void *ctx, int worker);
 int phx_mlog_lost_home(const mlog_t *g, uint64_t tid);
 void phx_mlog_on_restore(void *st, phx_tid_t tid);
 void phx_mlog_install(mlog_t *g, const phx_det_t *d);
-void phx_mlog_try_release(mlog_t *g);
+/* The machine's release: every record replays, held messages go again. */
+void phx_mlog_release(mlog_t *g);
 void phx_mlog_free_replays(mlog_t *g);
 void phx_mlog_drop_replays(mlog_t *g);
-/* ML_RDETS, ML_RDONE, ML_RFIN from peer: 1 if h was one of them. */
+/* ML_RDETS from peer: 1 if h was one. */
 int phx_mlog_replay_ctrl(mlog_t *g, int peer, const phx_frame_hdr_t *h, const uint8_t *p);
 /* Diagnosis at stop: the records still replaying, as events. */
 void phx_mlog_replay_dump(mlog_t *g);
@@ -141,12 +139,23 @@ int phx_mlog_admit(void *ctx, int worker, const phx_task_t *t, phx_tid_t src, ui
 int phx_mlog_admit_next(void *ctx, int worker, const phx_task_t *t, phx_tid_t *src, uint64_t *ssn);
 phx_tid_t phx_mlog_spawn(void *ctx, int worker, phx_task_t *p, phx_tid_t id);
 
-/* ---- mlog_round.c: the partial round and the period ---------------------- */
+/* ---- mlog_round.c: the partial round and the period, fed to g->rec ------- */
+/* The machine (0 or a negative error); the release gate's timer, once
+ * init can no longer fail; its close at stop. */
+int phx_mlog_round_init(mlog_t *g);
+void phx_mlog_round_start(mlog_t *g);
+void phx_mlog_round_stop(mlog_t *g);
 int phx_mlog_on_failure(void *st, int rank);
 int phx_mlog_rolls(void *arg, int r);
 int phx_mlog_when(void *arg, const uint8_t *dead, const uint8_t *since, int replayed);
 void phx_mlog_partial_begin(mlog_t *g);
 void phx_mlog_handback(mlog_t *g);
-void phx_mlog_period_reset(mlog_t *g, uint64_t epoch);
+/* cr committed epoch (after failures: the period may end) or rolled back. */
+void phx_mlog_commit(mlog_t *g, uint64_t epoch);
+void phx_mlog_rollback(mlog_t *g);
+/* cr's view of who is dead, after a commit, rollback or join. */
+void phx_mlog_sync_dead(mlog_t *g);
+/* ML_RDONE, ML_RFIN from peer: 1 if h was one of them. */
+int phx_mlog_round_ctrl(mlog_t *g, int peer, const phx_frame_hdr_t *h, const uint8_t *p);
 
 #endif

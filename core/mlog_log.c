@@ -88,7 +88,7 @@ static int next_live(const mlog_t *g)
 {
     for (int k = 1; k < g->n->size; k++) {
         int r = (g->n->rank + k) % g->n->size;
-        if (!g->dead[r])
+        if (!phx_ml_rec_dead(g->rec)[r])
             return r;
     }
     return -1;
@@ -201,7 +201,7 @@ void phx_mlog_own_clear(mlog_t *g)
         phx_team_own_clear(&g->own[i]);
 }
 
-/* ... and stops recording until phx_mlog_period_reset: no partial recovery of this
+/* ... and stops recording until the period's end (phx_mlog_commit): no partial recovery of this
  * period needs them any more. */
 void phx_mlog_own_stop(mlog_t *g)
 {

@@ -22,12 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/eventlog.h"
 #include "core/metrics.h"
 #include "core/mlog_int.h"
-#include "ft/mlog/round.h"
 #include "base/phx_err.h"
 #include "base/phx_log.h"
 
@@ -46,7 +44,7 @@ int phx_mlog_lost_home(const mlog_t *g, uint64_t tid)
     int h = phx_tid_home((phx_tid_t)tid);
     if (g->hloc && h >= 0 && h < g->hloc_n)
         h = g->hloc[h * PHX_LOC_SLICES + phx_loc_slice((phx_tid_t)tid)];
-    return h >= 0 && h < g->n->size && g->rb[h];
+    return h >= 0 && h < g->n->size && phx_ml_rec_rb(g->rec)[h];
 }
 
 /* Under rep_lock (either side). */
@@ -80,7 +78,6 @@ static rep_t *rep_make(mlog_t *g, uint64_t tid, uint64_t rsn)
 }
 
 static void kick(mlog_t *g, uint64_t tid);
-static void call_rfin(phx_node_t *n, phx_msg_t *m);
 
 /* cr restored task tid here (comm thread, workers paused). st is cr's. */
 void phx_mlog_on_restore(void *st, phx_tid_t tid)
@@ -92,7 +89,7 @@ void phx_mlog_on_restore(void *st, phx_tid_t tid)
         return;
     phx_worker_t *w = &n->workers[phx_worker_of(n, tid)];
     uint64_t *tv = phx_map_get(&w->tasks, tid);
-    if (g->full_rb || !g->part) {
+    if (!phx_ml_rec_replays(g->rec)) {
         /* No replay follows a global rollback: what the checkpoint kept
          * held back may go now, but nothing would offer it again (the
          * KICK of a release is not packed). */
@@ -114,7 +111,7 @@ void phx_mlog_on_restore(void *st, phx_tid_t tid)
  * is counted out; the last one ends the phase, so the rest of the job's
  * deliveries skip the lookup and locks below (as under cr). No record can
  * be made after the release: every RDETS precedes its sender's RDONE.
- * The comm thread then tells every live rank (RFIN, hold_check). */
+ * The comm thread then tells the round's machine (g->replay_end: RFIN). */
 static void end_phase(mlog_t *g)
 {
     atomic_store_explicit(&g->phase, 0, memory_order_release);
@@ -127,7 +124,7 @@ static void end_phase(mlog_t *g)
         return;
     }
     m->kind = PHX_MK_CALL;
-    m->call = call_rfin;
+    m->call = g->replay_end;
     phx_node_enqueue_out(g->n, m);
 }
 
@@ -271,53 +268,9 @@ static void kick(mlog_t *g, uint64_t tid)
     }
 }
 
-/* Comm thread: a checkpoint committed while a replay is under way is no
- * state to roll back to (the logs and dets the rest of the replay needs go
- * at its commit, and survivors hold messages the restored tasks have not
- * sent again yet), so cr's checkpoints wait until every live rank's
- * replays finished. */
-static void hold_check(mlog_t *g)
+/* Comm thread: the round's machine released (every live rank handed back). */
+void phx_mlog_release(mlog_t *g)
 {
-    if (!g->ck_held)
-        return;
-    if (!phx_ml_round_all(g->fin, g->dead, g->n->size, g->pround))
-        return;
-    g->ck_held = 0;
-    phx_cr_hold(g->cr, 0);
-}
-
-static void call_rfin(phx_node_t *n, phx_msg_t *m)
-{
-    phx_msg_free(m);
-    mlog_t *g = n->rec_st;
-    if (!g || g->fin[n->rank] >= g->pround)
-        return;
-    g->fin[n->rank] = (uint8_t)g->pround;
-    uint8_t b[PHX_ML_ROUND_LEN];
-    phx_ml_round_enc(b, (uint32_t)g->pround);
-    for (int r = 0; r < n->size; r++)
-        if (r != n->rank && !g->dead[r])
-            phx_mlog_ctl(g, r, ML_RFIN, b, sizeof b);
-    hold_check(g);
-}
-
-static void on_hold_timer(uv_timer_t *t);
-
-void phx_mlog_try_release(mlog_t *g)
-{
-    if (g->released)
-        return;
-    if (!phx_ml_round_all(g->done, g->dead, g->n->size, g->pround))
-        return;
-    if (g->hold_file && access(g->hold_file, F_OK)) {
-        if (!g->hold_logged) {
-            g->hold_logged = 1;
-            phx_evlog("mlog_release_held", "\"tasks\":%d", atomic_load(&g->nrep));
-            uv_timer_start(&g->hold_timer, on_hold_timer, 1, 1);
-        }
-        return;
-    }
-    g->released = 1;
     atomic_store(&g->rel, 1);
     int bad = 0;
     pthread_rwlock_rdlock(&g->rep_lock);
@@ -371,14 +324,6 @@ void phx_mlog_try_release(mlog_t *g)
     }
 }
 
-static void on_hold_timer(uv_timer_t *t)
-{
-    mlog_t *g = t->data;
-    if (g->released || !access(g->hold_file, F_OK))
-        uv_timer_stop(t);
-    phx_mlog_try_release(g);
-}
-
 void phx_mlog_install(mlog_t *g, const phx_det_t *d)
 {
     if (phx_node_host_of(g->n, (phx_tid_t)d->receiver) != g->n->rank)
@@ -420,12 +365,12 @@ void phx_mlog_free_replays(mlog_t *g)
 /* Comm thread, on a second failure: the global rollback that follows
  * restores every task from the checkpoint, so a partial recovery still
  * under way is void. Its records would otherwise hold the restored tasks'
- * deliveries for ever (no hand-back follows a global rollback). Open the
+ * deliveries for ever (no hand-back follows a global rollback; the machine
+ * counts it released). Open the
  * gate first (rel, then phase: phx_mlog_admit reads phase before the lock), then
  * free the records under the write lock. */
 void phx_mlog_drop_replays(mlog_t *g)
 {
-    g->released = 1;
     atomic_store(&g->rel, 1);
     atomic_store_explicit(&g->phase, 0, memory_order_release);
     pthread_rwlock_wrlock(&g->rep_lock);
@@ -434,7 +379,7 @@ void phx_mlog_drop_replays(mlog_t *g)
     pthread_rwlock_unlock(&g->rep_lock);
 }
 
-/* Comm thread: the hand-back frames from peer (1), or another (0). */
+/* Comm thread: the hand-back's dets from peer (1), or another frame (0). */
 int phx_mlog_replay_ctrl(mlog_t *g, int peer, const phx_frame_hdr_t *h, const uint8_t *p)
 {
     if (h->tag == ML_RDETS) {
@@ -443,19 +388,10 @@ int phx_mlog_replay_ctrl(mlog_t *g, int peer, const phx_frame_hdr_t *h, const ui
         phx_det_t d;
         while (phx_wdec_left(&dc) >= PHX_ML_DET_LEN && !phx_ml_det_dec(&dc, &d))
             phx_mlog_install(g, &d);
-    } else if (h->tag == ML_RDONE || h->tag == ML_RFIN) {
-        uint8_t *v = h->tag == ML_RDONE ? g->done : g->fin;
-        uint32_t k;
-        if (phx_ml_round_dec(p, h->len, &k))
-            k = 0;
-        phx_ml_round_note(v, g->n->size, peer, k);
-        if (h->tag == ML_RDONE)
-            phx_mlog_try_release(g);
-        else
-            hold_check(g);
-    } else
-        return 0;
-    return 1;
+        return 1;
+    }
+    (void)peer;
+    return 0;
 }
 
 /* Comm thread, at stop: replays still under way when the job ends (a

@@ -1,5 +1,7 @@
 /* Message logging's partial round, in the checkpoint period cr's commits
- * bound (the modes are in core/mlog.c, the replay in core/mlog_replay.c):
+ * bound (the modes are in core/mlog.c, the replay in core/mlog_replay.c).
+ * The round's rules are the state machine ft/mlog/rec.h; this file feeds
+ * it cr's events and the RDONE/RFIN frames and carries out its actions:
  *   - the failure notice: which ranks the period lost, where every task
  *     was at its first failure, under mlog-team the team that rolls back;
  *   - cr's coordinator asks whether the losses are recovered partially
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/eventlog.h"
 #include "core/metrics.h"
@@ -26,8 +29,7 @@ static const phx_recovery_ops_t *CR = &phx_recovery_cr;
 /* cr asks, in a partial round: does live rank r roll back too? */
 int phx_mlog_rolls(void *arg, int r)
 {
-    mlog_t *g = arg;
-    return g->team > 1 && g->nfail == 1 && !g->full_rb && r >= 0 && r < g->n->size && g->rb[r] && !g->dead[r];
+    return phx_ml_rec_rolls(((mlog_t *)arg)->rec, r);
 }
 
 
@@ -147,122 +149,6 @@ static int team_rollback(mlog_t *g)
     return h.err;
 }
 
-/* cr's partial round restores here (workers paused), before any task. */
-void phx_mlog_partial_begin(mlog_t *g)
-{
-    phx_node_t *n = g->n;
-    uint8_t *since = calloc((size_t)n->size, 1);
-    int k = since ? phx_cr_lost_since(g->cr, since) : -1;
-    int same = since && !memcmp(since, g->pdead, (size_t)n->size);
-    free(since);
-    /* A sequential round follows one this node ended (handed back). */
-    int seq = g->part && g->pround == 1 && g->done[n->rank] >= 1;
-    if (g->full_rb || (g->part && !seq) || !same) {
-        /* This node's period disagrees with the round cr decided: it missed
-         * the commit that began a new period (a failure raced the COMMIT
-         * frame), or took part in a round the decision did not count.
-         * Ending beats a replay without records (never seen in tests). */
-        fprintf(stderr, "phalanx: rank %d: message logging: this node's failures of the period (%d) disagree "
-                        "with the partial recovery decided (%d); ending the job rather than replay without "
-                        "determinants\n", n->rank, g->nfail, k);
-        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
-        return;
-    }
-    /* A new release for this round (workers paused): tasks without a
-     * record hold again until it. The guard keeps the phase from ending
-     * while an earlier round's replays finish before it; phx_mlog_try_release takes
-     * it back (an earlier round not released yet still holds its own). */
-    if (!g->pround || g->released)
-        atomic_fetch_add(&g->left, 1);
-    g->part = 1;
-    g->pround++;
-    g->released = 0;
-    g->hold_logged = 0;
-    atomic_store(&g->rel, 0);
-    if (g->nfail > 1)
-        phx_evlog("mlog_partial_multi", "\"failures\":%d,\"sequential\":%d", g->nfail, seq);
-}
-
-void phx_mlog_handback(mlog_t *g)
-{
-    phx_node_t *n = g->n;
-    if (g->full_rb || !g->part) {
-        fprintf(stderr, "phalanx: rank %d: message logging: a partial recovery ended here without its start; "
-                        "ending the job rather than replay without determinants\n", n->rank);
-        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
-        return;
-    }
-    if (!g->fast) {
-        atomic_store(&g->phase, 1);
-        /* Before on_go's re-doubling checkpoint. No RFIN can be in yet:
-         * every rank's replay waits for this node's RDONE, below. */
-        g->ck_held = 1;
-        phx_cr_hold(g->cr, 1);
-    }
-    int sz = n->size;
-    hb_ctx_t h = { .g = g };
-    h.dbuf = calloc((size_t)sz, sizeof *h.dbuf);
-    h.dlen = calloc((size_t)sz, sizeof *h.dlen);
-    h.dcap = calloc((size_t)sz, sizeof *h.dcap);
-    if (!h.dbuf || !h.dlen || !h.dcap)
-        h.err = PHX_ENOMEM;
-    /* Dets first (those other nodes' trailers left here; this node's own
-     * name only its own tasks), each host's in one frame. */
-    phx_ml_restart_cb_t dcb = { &h, hb_lost, hb_det, NULL };
-    /* PHX_MLOG_TEST_NO_DETS=1 (tests only): hand back no dets, so replays
-     * take arrival order; the negative control of tests/integration. */
-    const char *nd = getenv("PHX_MLOG_TEST_NO_DETS");
-    if (!h.err && !g->fast && !(nd && nd[0] == '1'))
-        phx_ml_restart_dets(g->ml, &dcb);
-    for (int r = 0; r < sz && !h.err; r++)
-        if (h.dlen[r])
-            phx_mlog_ctl(g, r, ML_RDETS, h.dbuf[r], h.dlen[r]);
-    if (!h.err && g->team > 1 && g->rb[n->rank])
-        h.err = team_rollback(g);
-    phx_ml_restart_cb_t mcb = { &h, hb_lost, NULL, hb_msg };
-    if (!h.err)
-        phx_ml_restart_msgs(g->ml, &mcb);
-    if (h.err) {
-        PHX_ERROR("mlog", "hand-back failed (%s): ending the job", phx_strerror(h.err));
-        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
-    }
-    for (int r = 0; r < sz; r++)
-        free(h.dbuf ? h.dbuf[r] : NULL);
-    free(h.dbuf);
-    free(h.dlen);
-    free(h.dcap);
-    phx_mlog_own_stop(g);
-    phx_evlog("mlog_handback", "\"dets\":%llu,\"msgs\":%llu", (unsigned long long)g->dets_back,
-              (unsigned long long)g->resent);
-    if (g->fast)
-        return;   /* nothing is held: restored tasks take messages in any order */
-    uint8_t b[PHX_ML_ROUND_LEN];
-    phx_ml_round_enc(b, (uint32_t)g->pround);
-    for (int r = 0; r < sz; r++)
-        if (r != n->rank && !g->dead[r])
-            phx_mlog_ctl(g, r, ML_RDONE, b, sizeof b);
-    g->done[n->rank] = (uint8_t)g->pround;
-    phx_mlog_try_release(g);
-}
-
-/* cr's coordinator: may the losses of this period be recovered partially? */
-int phx_mlog_when(void *arg, const uint8_t *dead, const uint8_t *since, int replayed)
-{
-    mlog_t *g = arg;
-    phx_mld_mode_t m = g->fast ? PHX_MLD_FAST : g->pess ? PHX_MLD_PESSIMISTIC : g->team ? PHX_MLD_TEAM
-                                                                                       : PHX_MLD_CAUSAL;
-    int rp = replayed == PHX_CR_REPLAYED_NONE    ? PHX_MLD_REPLAYED_NONE
-           : replayed == PHX_CR_REPLAYED_ENDED ? PHX_MLD_REPLAYED_ENDED
-                                               : PHX_MLD_REPLAYED_OTHER;
-    return phx_mld_partial(m, g->n->size, dead, since, rp) == PHX_MLD_PARTIAL;
-}
-
-static void try_release_if_started(mlog_t *g)
-{
-    if (g->pround && g->done[g->n->rank] >= g->pround)
-        phx_mlog_try_release(g);
-}
-
 /* Comm thread, at the period's first failure: where every task was. */
 static void snap_hosts(mlog_t *g)
 {
@@ -282,68 +168,266 @@ static void snap_hosts(mlog_t *g)
     g->hloc_n = h ? n->loc_n : 0;
 }
 
-/* Comm thread, at a commit (workers paused) after failures: a new
- * checkpoint period begins. cr begins no checkpoint while a replay is under
- * way anywhere (hold_check), and none during a round, so this commit
- * follows the end of this period's recovery on every node; its logs, dets
- * and the dead node's moved tasks are in this epoch, stored twice. The next
- * failure is a first one again (cr counts the ranks dead since the commit
- * the same way: core/ckpt.c's rb_try_decide). */
-void phx_mlog_period_reset(mlog_t *g, uint64_t epoch)
+/* The hand-back's work (Alg. 5), workers paused: dets to the restored
+ * tasks' new hosts, a rolled-back team-mate's own record, then the logged
+ * messages. */
+static void handback_work(mlog_t *g, const phx_ml_rec_act_t *a)
 {
-    if (atomic_load(&g->phase)) {   /* cannot happen (the hold); keep the fallback */
-        PHX_WARN("mlog", "epoch %llu committed during a replay: the next failure rolls back globally",
-                 (unsigned long long)epoch);
-        return;
+    phx_node_t *n = g->n;
+    int sz = n->size;
+    hb_ctx_t h = { .g = g };
+    h.dbuf = calloc((size_t)sz, sizeof *h.dbuf);
+    h.dlen = calloc((size_t)sz, sizeof *h.dlen);
+    h.dcap = calloc((size_t)sz, sizeof *h.dcap);
+    if (!h.dbuf || !h.dlen || !h.dcap)
+        h.err = PHX_ENOMEM;
+    /* Dets first (those other nodes' trailers left here; this node's own
+     * name only its own tasks), each host's in one frame. */
+    phx_ml_restart_cb_t dcb = { &h, hb_lost, hb_det, NULL };
+    /* PHX_MLOG_TEST_NO_DETS=1 (tests only): hand back no dets, so replays
+     * take arrival order; the negative control of tests/integration. */
+    const char *nd = getenv("PHX_MLOG_TEST_NO_DETS");
+    if (!h.err && a->dets && !(nd && nd[0] == '1'))
+        phx_ml_restart_dets(g->ml, &dcb);
+    for (int r = 0; r < sz && !h.err; r++)
+        if (h.dlen[r])
+            phx_mlog_ctl(g, r, ML_RDETS, h.dbuf[r], h.dlen[r]);
+    if (!h.err && a->own)
+        h.err = team_rollback(g);
+    phx_ml_restart_cb_t mcb = { &h, hb_lost, NULL, hb_msg };
+    if (!h.err)
+        phx_ml_restart_msgs(g->ml, &mcb);
+    if (h.err) {
+        PHX_ERROR("mlog", "hand-back failed (%s): ending the job", phx_strerror(h.err));
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
     }
-    phx_evlog("mlog_period", "\"epoch\":%llu,\"failures\":%d,\"global\":%d", (unsigned long long)epoch, g->nfail,
-              g->full_rb);
-    g->nfail = 0;
-    g->full_rb = 0;
-    g->part = 0;
-    g->pround = 0;
-    memset(g->pdead, 0, (size_t)g->n->size);
-    memset(g->rb, 0, (size_t)g->n->size);
-    memset(g->done, 0, (size_t)g->n->size);
-    memset(g->fin, 0, (size_t)g->n->size);
-    g->released = 0;
-    g->hold_logged = 0;
-    atomic_store(&g->rel, 0);
-    atomic_store(&g->left, 0);
-    pthread_rwlock_wrlock(&g->rep_lock);
-    phx_mlog_free_replays(g);
-    atomic_store(&g->nrep, 0);
-    pthread_rwlock_unlock(&g->rep_lock);
-    if (g->team > 1 && g->own)   /* rule 1 again, from this commit (ml_listen clears the records) */
-        atomic_store(&g->own_on, 1);
+    for (int r = 0; r < sz; r++)
+        free(h.dbuf ? h.dbuf[r] : NULL);
+    free(h.dbuf);
+    free(h.dlen);
+    free(h.dcap);
+    phx_mlog_own_stop(g);
+    phx_evlog("mlog_handback", "\"dets\":%llu,\"msgs\":%llu", (unsigned long long)g->dets_back,
+              (unsigned long long)g->resent);
+}
+
+static void on_hold_timer(uv_timer_t *t);
+
+/* Carries out what the machine queued, in order, after the event that
+ * returned rc (epoch: the commit's, for its log lines). */
+static void act(mlog_t *g, int rc, uint64_t epoch)
+{
+    phx_node_t *n = g->n;
+    if (rc) {   /* cannot happen: the queue holds every event's actions */
+        PHX_ERROR("mlog", "partial round's actions lost (%s): ending the job", phx_strerror(rc));
+        phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+    }
+    phx_ml_rec_act_t a;
+    while (phx_ml_rec_next(g->rec, &a)) {
+        switch (a.what) {
+        case PHX_ML_REC_SEND: {
+            uint8_t b[PHX_ML_ROUND_LEN];
+            phx_ml_round_enc(b, a.round);
+            phx_mlog_ctl(g, a.dst, a.kind == PHX_ML_REC_RDONE ? ML_RDONE : ML_RFIN, b, sizeof b);
+            break;
+        }
+        case PHX_ML_REC_SNAP_HOSTS:
+            snap_hosts(g);   /* before cr relocates anything */
+            break;
+        case PHX_ML_REC_BEGIN:
+            if (a.guard)
+                atomic_fetch_add(&g->left, 1);
+            atomic_store(&g->rel, 0);
+            if (a.nfail > 1)
+                phx_evlog("mlog_partial_multi", "\"failures\":%d,\"sequential\":%d", a.nfail, a.seq);
+            break;
+        case PHX_ML_REC_PHASE:
+            atomic_store(&g->phase, 1);
+            break;
+        case PHX_ML_REC_HOLD:
+            phx_cr_hold(g->cr, a.on);
+            break;
+        case PHX_ML_REC_HANDBACK:
+            handback_work(g, &a);
+            break;
+        case PHX_ML_REC_RELEASE_HELD:
+            phx_evlog("mlog_release_held", "\"tasks\":%d", atomic_load(&g->nrep));
+            uv_timer_start(&g->hold_timer, on_hold_timer, 1, 1);
+            break;
+        case PHX_ML_REC_RELEASE:
+            phx_mlog_release(g);
+            break;
+        case PHX_ML_REC_DROP:
+            phx_mlog_drop_replays(g);
+            break;
+        case PHX_ML_REC_FALLBACK:
+            phx_evlog("mlog_fallback", "\"failures\":%d,\"reason\":\"%s\"", a.nfail,
+                      a.seq ? "after a partial round" : "rule");
+            break;
+        case PHX_ML_REC_PERIOD:
+            /* Records, counts and the release start afresh; rule 1 again
+             * from this commit under mlog-team (ml_listen clears them). */
+            phx_evlog("mlog_period", "\"epoch\":%llu,\"failures\":%d,\"global\":%d", (unsigned long long)epoch,
+                      a.nfail, a.global);
+            atomic_store(&g->rel, 0);
+            atomic_store(&g->left, 0);
+            pthread_rwlock_wrlock(&g->rep_lock);
+            phx_mlog_free_replays(g);
+            atomic_store(&g->nrep, 0);
+            pthread_rwlock_unlock(&g->rep_lock);
+            if (g->team > 1 && g->own)
+                atomic_store(&g->own_on, 1);
+            break;
+        case PHX_ML_REC_PERIOD_KEPT:
+            PHX_WARN("mlog", "epoch %llu committed during a replay: the next failure rolls back globally",
+                     (unsigned long long)epoch);
+            break;
+        case PHX_ML_REC_WORK_LOST:
+            if (a.why == PHX_ML_REC_DISAGREE)
+                fprintf(stderr, "phalanx: rank %d: message logging: this node's failures of the period (%d) "
+                                "disagree with the partial recovery decided (%d); ending the job rather than "
+                                "replay without determinants\n", n->rank, a.nfail, a.seq);
+            else
+                fprintf(stderr, "phalanx: rank %d: message logging: a partial recovery ended here without its "
+                                "start; ending the job rather than replay without determinants\n", n->rank);
+            phx_node_exit(n, PHX_EXIT_WORK_LOST, 1);
+            break;
+        }
+    }
+}
+
+/* PHX_MLOG_TEST_HOLD_RELEASE's gate: the release may go once FILE exists. */
+static int gate_open(void *ctx)
+{
+    mlog_t *g = ctx;
+    return !g->hold_file || !access(g->hold_file, F_OK);
+}
+
+static void on_hold_timer(uv_timer_t *t)
+{
+    mlog_t *g = t->data;
+    if (phx_ml_rec_released(g->rec) || !access(g->hold_file, F_OK))
+        uv_timer_stop(t);
+    act(g, phx_ml_rec_retry(g->rec), 0);
+}
+
+/* The comm-thread call the replay phase's end queues (g->replay_end). */
+static void replay_end(phx_node_t *n, phx_msg_t *m)
+{
+    phx_msg_free(m);
+    mlog_t *g = n->rec_st;
+    if (g)
+        act(g, phx_ml_rec_replay_done(g->rec), 0);
+}
+
+int phx_mlog_round_init(mlog_t *g)
+{
+    phx_node_t *n = g->n;
+    phx_mld_mode_t md = g->fast ? PHX_MLD_FAST : g->pess ? PHX_MLD_PESSIMISTIC : g->team ? PHX_MLD_TEAM
+                                                                                      : PHX_MLD_CAUSAL;
+    const char *hf = getenv("PHX_MLOG_TEST_HOLD_RELEASE");
+    if (hf && hf[0] && !g->fast)
+        g->hold_file = hf;
+    phx_ml_rec_cfg_t c = { .n = n->size, .rank = n->rank, .mode = md, .team = g->team, .ctx = g,
+                           .gate = g->hold_file ? gate_open : NULL };
+    int rc = phx_ml_rec_create(&c, &g->rec);
+    if (rc)
+        return rc;
+    g->replay_end = replay_end;
+    return 0;
+}
+
+void phx_mlog_round_start(mlog_t *g)
+{
+    if (g->hold_file) {
+        uv_timer_init(&g->n->loop, &g->hold_timer);
+        g->hold_timer.data = g;
+        g->hold_timer_on = 1;
+    }
+}
+
+void phx_mlog_round_stop(mlog_t *g)
+{
+    if (g->hold_timer_on) {
+        g->hold_timer_on = 0;
+        uv_timer_stop(&g->hold_timer);
+        uv_close((uv_handle_t *)&g->hold_timer, NULL);
+    }
+}
+
+/* cr's partial round restores here (workers paused), before any task. */
+void phx_mlog_partial_begin(mlog_t *g)
+{
+    uint8_t *since = calloc((size_t)g->n->size, 1);   /* NULL: the machine ends the job */
+    if (since)
+        (void)phx_cr_lost_since(g->cr, since);
+    act(g, phx_ml_rec_partial_begin(g->rec, since), 0);
+    free(since);
+}
+
+/* cr's partial round ended here (workers paused): hand back, then RDONE. */
+void phx_mlog_handback(mlog_t *g)
+{
+    act(g, phx_ml_rec_handback(g->rec), 0);
+}
+
+/* cr's coordinator: may the losses of this period be recovered partially? */
+int phx_mlog_when(void *arg, const uint8_t *dead, const uint8_t *since, int replayed)
+{
+    mlog_t *g = arg;
+    int rp = replayed == PHX_CR_REPLAYED_NONE    ? PHX_MLD_REPLAYED_NONE
+           : replayed == PHX_CR_REPLAYED_ENDED ? PHX_MLD_REPLAYED_ENDED
+                                               : PHX_MLD_REPLAYED_OTHER;
+    return phx_ml_rec_decide(g->rec, dead, since, rp);
+}
+
+/* Comm thread, at a commit (workers paused). After failures a new
+ * checkpoint period begins: cr begins no checkpoint while a replay is under
+ * way anywhere (the machine's hold), and none during a round, so this
+ * commit follows the end of this period's recovery on every node; its
+ * logs, dets and the dead node's moved tasks are in this epoch, stored
+ * twice. The next failure is a first one again (cr counts the ranks dead
+ * since the commit the same way: rb_try_decide). */
+void phx_mlog_commit(mlog_t *g, uint64_t epoch)
+{
+    act(g, phx_ml_rec_on_commit(g->rec, atomic_load(&g->phase)), epoch);
+}
+
+/* Comm thread, at a global rollback (workers paused): a partial recovery
+ * still under way is void (the machine's DROP, and the hold ends). */
+void phx_mlog_rollback(mlog_t *g)
+{
+    act(g, phx_ml_rec_on_rollback(g->rec), 0);
+}
+
+void phx_mlog_sync_dead(mlog_t *g)
+{
+    for (int r = 0; r < g->n->size; r++)
+        phx_ml_rec_set_dead(g->rec, r, phx_cr_dead(g->cr, r));
+}
+
+/* Comm thread: ML_RDONE / ML_RFIN from peer (1), or another frame (0). */
+int phx_mlog_round_ctrl(mlog_t *g, int peer, const phx_frame_hdr_t *h, const uint8_t *p)
+{
+    if (h->tag != ML_RDONE && h->tag != ML_RFIN)
+        return 0;
+    uint32_t k;
+    if (phx_ml_round_dec(p, h->len, &k))
+        k = 0;
+    act(g, h->tag == ML_RDONE ? phx_ml_rec_on_rdone(g->rec, peer, k) : phx_ml_rec_on_rfin(g->rec, peer, k), 0);
+    return 1;
 }
 
 int phx_mlog_on_failure(void *st, int rank)
 {
     mlog_t *g = st;
-    if (rank >= 0 && rank < g->n->size && !g->dead[rank]) {
-        g->dead[rank] = 1;
-        g->pdead[rank] = 1;
-        g->nfail++;
-        if (g->nfail == 1)
-            snap_hosts(g);   /* before cr relocates anything */
-        /* The first failure under mlog-team rolls its whole team back;
-         * a team of every live rank marks them all, so cr decides the
-         * global rollback (phx_mlog_rolls leaves no live rank running). Ranks of
-         * earlier periods count as live here: cr's own check (some live
-         * rank keeps running) sees them dead. */
-        if (g->team > 1 && g->nfail == 1)
-            (void)phx_team_rollback_set(g->n->size, g->team, g->pdead, g->rb);
-        g->rb[rank] = 1;
-    }
     /* Whether this failure is recovered partially (two in one round, or
      * one after the period's partial round ended everywhere) is cr's
      * coordinator's decision by ft/mlog/multi.h's rule; workers stay paused
      * until it. A global rollback voids a replay under way (ml_listen). */
-    try_release_if_started(g);   /* a release waits for every live rank's hand-back: one fewer now */
+    act(g, phx_ml_rec_on_failure(g->rec, rank), 0);
     int rc = CR->on_failure(g->cr, rank);
     if (g->pess)
         phx_mlog_flush(g);   /* a worker may wait on a flush the dead rank never acked */
     return rc;
 }
-
