@@ -1,7 +1,6 @@
 /* Inline mode: see core/inline.h. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/inline.h"
 #include "core/node.h"
@@ -10,7 +9,7 @@
 
 int phx_inline_check(phx_node_t *n)
 {
-    if (n->cfg.workers != 0 || !strcmp(n->cfg.recovery, "none"))
+    if (n->cfg.workers != 0 || n->cfg.rec_family == PHX_REC_NONE)
         return 0;
     fprintf(stderr, "phalanx: workers=0 (inline mode) runs the handlers on the communication thread, "
                     "and recovery=%s pauses worker threads: use workers >= 1 (or auto) with it\n",
