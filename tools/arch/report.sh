@@ -12,10 +12,11 @@
 #                those rows say what is missing.
 #   --check      exit 1 if a rule that must hold is broken: an include that
 #                points up or sideways, a core/ or net/ file over 1,000
-#                lines, or an include circle between core/ headers. These
-#                read only the sources (under a second), so ctest runs
-#                them (arch_rules).
-#   --quiet      print only the broken rules (with --check), measure nothing else.
+#                lines, an include circle between core/ headers, or (when
+#                the build has the runtime's objects) a call circle across
+#                core services. Under a second of CPU; ctest runs it
+#                (arch_rules).
+#   --quiet      with --check: print only the broken rules.
 #
 # Layers, lowest first: base < net, ft < core < ext < tools, apps, examples.
 # net and ft are siblings and include neither each other nor anything above
@@ -125,15 +126,25 @@ N_INC_CIRCLE=$(wc -l < "$TMP/inc_circles")
 # its private header, by design).
 OBJ=$BUILD/core/CMakeFiles/phalanx.dir
 CALL_FILES="-"; CALL_SVC="-"; CALL_NOTE="no build: run with --build DIR"
-if [ "$QUIET" = 0 ] && [ -d "$OBJ" ] && ls "$OBJ"/*.o >/dev/null 2>&1 && command -v nm >/dev/null; then
+# Only objects whose source is still in core/ count (a build dir can keep
+# the object of a file since removed).
+OBJS=""
+if [ -d "$OBJ" ] && command -v nm >/dev/null; then
+    for o in "$OBJ"/*.c.o; do
+        [ -e "$o" ] || continue
+        b=${o##*/}
+        [ -f "core/${b%.o}" ] && OBJS="$OBJS $b"
+    done
+fi
+if [ -n "$OBJS" ]; then
     (cd "$OBJ" &&
-     nm -g --defined-only *.o | awk '/:$/{f=$1; sub(/\.c\.o:$/,"",f); next} NF==3{print $3, f}' | sort > "$TMP/defs"
-     nm -u *.o | awk '/:$/{f=$1; sub(/\.c\.o:$/,"",f); next} NF==2{print $2, f}' | sort > "$TMP/uses")
+     nm -g --defined-only $OBJS | awk '/:$/{f=$1; sub(/\.c\.o:$/,"",f); next} NF==3{print $3, f}' | sort > "$TMP/defs"
+     nm -u $OBJS | awk '/:$/{f=$1; sub(/\.c\.o:$/,"",f); next} NF==2{print $2, f}' | sort > "$TMP/uses")
     join "$TMP/uses" "$TMP/defs" | awk '$2 != $3 {print $2, $3}' | sort -u > "$TMP/call_edges"
     scc < "$TMP/call_edges" > "$TMP/call_circles"
     sed -E 's/\b(cr_[a-z]+|ckpt_disk)\b/cr/g; s/\bmlog_[a-z]+\b/mlog/g' "$TMP/call_edges" |
         awk '$1 != $2' | sort -u | scc > "$TMP/svc_circles"
-    NOBJ=$(ls "$OBJ"/*.o | wc -l)
+    NOBJ=$(wc -w <<<"$OBJS")
     CALL_FILES="$(tr ' ' '\n' < "$TMP/call_circles" | grep -c .) of $NOBJ files on circles"
     CALL_SVC="$(wc -l < "$TMP/svc_circles") circle(s) across services"
     CALL_NOTE="nm over ${OBJ#"$ROOT"/}"
@@ -231,6 +242,9 @@ if [ "$CHECK" = 1 ]; then
     [ "$N_UP" = 0 ] || { echo "FAIL: $N_UP include(s) point up or sideways:"; cat "$TMP/up"; bad=1; }
     [ "$N_BIG" = 0 ] || { echo "FAIL: core/ or net/ file(s) over 1,000 lines:"; cat "$TMP/big"; bad=1; }
     [ "$N_INC_CIRCLE" = 0 ] || { echo "FAIL: include circle(s) between core/ headers:"; cat "$TMP/inc_circles"; bad=1; }
+    if [ -s "$TMP/svc_circles" ]; then
+        echo "FAIL: call circle(s) across core services (nm over ${OBJ#"$ROOT"/}):"; cat "$TMP/svc_circles"; bad=1
+    fi
     [ "$bad" = 0 ] && [ "$QUIET" = 0 ] && echo "arch rules: ok"
     exit $bad
 fi
