@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --check) CHECK=1 ;;
         --quiet) QUIET=1 ;;
-        --build) BUILD=$(cd "$2" 2>/dev/null && pwd) || { echo "report.sh: no build dir $2" >&2; exit 2; }; shift ;;
+        --build) BUILD=$(cd "${2:-}" 2>/dev/null && pwd) && [ -n "${2:-}" ] || { echo "report.sh: no build dir ${2:-}" >&2; exit 2; }; shift ;;
         -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "report.sh: unknown option $1" >&2; exit 2 ;;
     esac
