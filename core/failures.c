@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/metrics.h"
 #include "core/node.h"
 #include "core/failures.h"
 #include "core/service.h"
@@ -60,7 +59,6 @@ void phx_node_notify_dead(phx_node_t *n, int rank, uint32_t inc, uint64_t when_n
      * detectors the services run); then the services in their table's
      * order (core/service.h). */
     phx_net_close_inc(n->net, rank, inc, "declared dead");
-    phx_metrics_on_failure(n, rank);
     pthread_mutex_lock(&n->dead_lock);
     if (n->ndead < n->size)
         n->dead[n->ndead++] = rank;

@@ -21,13 +21,18 @@
 #ifndef PHX_CORE_INLINE_H
 #define PHX_CORE_INLINE_H
 
+#include <uv.h>
+
 typedef struct phx_node phx_node_t;
 
 /* phx_main, with the configuration loaded: 0, or PHX_EINVAL after printing
  * why inline mode cannot run this job. */
 int phx_inline_check(phx_node_t *n);
-/* phx_main, after the loop and worker 0's maps are set up: 0 or PHX_ENOMEM. */
-int phx_inline_init(phx_node_t *n);
+/* phx_main, after the loop and worker 0's maps are set up: 0 or PHX_ENOMEM.
+ * turn is one turn of the loop's handlers (core/main.c): it runs the
+ * handlers and the services after them, so it lives above them, and this
+ * file, which node.c and ending.c call, only starts and stops it. */
+int phx_inline_init(phx_node_t *n, uv_idle_cb turn);
 /* Any thread: the inbox, the outbox or the send budget changed; the loop
  * runs handlers at its next turn. */
 void phx_inline_wake(phx_node_t *n);

@@ -202,16 +202,25 @@ static int term_failure(phx_node_t *n, int rank)
     return 0;
 }
 
+/* Detection latency (the time since the dead rank was last heard) is read
+ * first, before any other service acts on the notice. */
+static int metrics_failure(phx_node_t *n, int rank)
+{
+    phx_metrics_on_failure(n, rank);
+    return 0;
+}
+
 static int agree_failure(phx_node_t *n, int rank)
 {
     phx_agree_on_failure(n, rank);
     return 0;
 }
 
-/* Notice order (core/service.h): termination detection, agreement, then
- * recovery; stop order: detection, agreement, recovery, metrics, then the
- * lifeline's handles. */
+/* Notice order (core/service.h): metrics, termination detection,
+ * agreement, then recovery; stop order: detection, agreement, recovery,
+ * metrics, then the lifeline's handles. */
 static const phx_service_t services[] = {
+    { .name = "metrics", .on_failure = metrics_failure },
     { .name = "failure detection", .stop = phx_ft_stop },
     { .name = "termination detection", .on_failure = term_failure, .after_failure = phx_term_poll },
     { .name = "agreement", .on_failure = agree_failure, .stop = phx_agree_stop },
@@ -227,6 +236,40 @@ static const phx_recovery_ops_t *const modes[] = { &phx_recovery_cr, &phx_recove
                                                    &phx_recovery_mlog_team };
 
 /* ---- loop -------------------------------------------------------------- */
+
+/* Inline mode (core/inline.h): handlers run per turn of the loop before
+ * the sockets are polled again: large enough that a burst of local
+ * messages costs few turns, small enough that acknowledgements and
+ * heartbeats are not held up behind it. */
+#define INLINE_BUDGET 256
+
+/* A peer holds more than send-buffer unacknowledged bytes. */
+static int over_budget(phx_node_t *n)
+{
+    for (int r = 0; r < n->size; r++)
+        if (atomic_load_explicit(&n->peer_out[r], memory_order_relaxed) > n->cfg.send_buffer)
+            return 1;
+    return 0;
+}
+
+/* One turn of inline mode's handlers (inl_idle's callback). */
+static void inline_turn(uv_idle_t *h)
+{
+    phx_node_t *n = h->data;
+    phx_worker_t *w = &n->workers[0];
+    n->activity++;
+    if (n->inl_held && !over_budget(n))
+        n->inl_held = 0;
+    if (!n->inl_held)
+        phx_worker_step(w, &n->inl_h, &n->inl_t, INLINE_BUDGET);
+    /* What the handlers sent leaves in this turn (the transport writes at
+     * the loop's prepare phase, right after), and idleness is looked at. */
+    phx_node_drain_outbox(n);
+    phx_term_poll(n);
+    phx_inbound_resume(n);
+    if (n->inl_held || (cds_wfcq_empty(&n->inl_h, &n->inl_t) && cds_wfcq_empty(&w->ih, &w->it)))
+        uv_idle_stop(h);   /* woken by new messages, or by acks (on_drain) */
+}
 
 static void on_async(uv_async_t *a)
 {
@@ -333,7 +376,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
         phx_map_init(&w->pending);
         phx_map_init(&w->gone);
         if (n->inline_mode) {
-            if (phx_inline_init(n)) {
+            if (phx_inline_init(n, inline_turn)) {
                 fprintf(stderr, "phalanx: out of memory\n");
                 return 1;
             }

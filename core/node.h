@@ -98,9 +98,11 @@ struct phx_node {
     /* Inline mode (workers=0, core/inline.h): one worker, no thread; the
      * comm thread (comm_th) runs it from inl_idle, its batch under way in
      * inl_h/inl_t; inl_held: a peer is over send-buffer, no handler runs.
+     * inl_turn: inl_idle's callback, main.c's loop turn (phx_inline_init).
      * Comm thread only. */
     int inline_mode, inl_open, inl_held;
     uv_idle_t inl_idle;
+    uv_idle_cb inl_turn;
     struct cds_wfcq_head inl_h;
     struct cds_wfcq_tail inl_t;
     pthread_t comm_th;

@@ -1,15 +1,16 @@
 /* The services a node runs beside its workers (failure detection,
  * termination detection, agreement, recovery, metrics, the launcher's
  * lifeline), as the node's ending and its failure notices see them: a
- * table walked in order, never a list of names. core/node.c builds the
+ * table walked in order, never a list of names. core/main.c builds the
  * table (n->svc); core/failures.c walks it for a failure notice and
  * core/ending.c for the stop, so neither depends on any service, and a
  * service reaches the node only through phx_node_exit and
  * phx_node_notify_dead (core/node.h), below it.
  *
- * Order matters and is the table's: a failure notice goes to termination
- * detection first (fail-flush: nothing of the dead is counted after its
- * notice), then agreement, then recovery (which may take the loss over),
+ * Order matters and is the table's: a failure notice goes to metrics first
+ * (the detection latency, read before anything acts on the notice), then
+ * termination detection (fail-flush: nothing of the dead is counted after
+ * its notice), then agreement, then recovery (which may take the loss over),
  * then the program's failure callbacks, then every after_failure; the stop
  * runs in table order too.
  *

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "core/phalanx.h"
-#include "ft/glb/glb.h"
+#include "ext/glb/glb_rt.h"
 #include "apps/common/phx_args.h"
 #include "ft/glb/glb_vec.h"
 

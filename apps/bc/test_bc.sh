@@ -9,7 +9,7 @@
 # is installed.
 # Usage: test_bc.sh BINDIR   Env: PHX_HB_TIMEOUT (delta, ms), SEED.
 BIN=$1
-. "$(dirname "$0")/../../ft/glb/glb_it.sh"
+. "$(dirname "$0")/../../ext/glb/glb_it.sh"
 APP=$BIN/bc
 ARGS="-n 10 -s 2 --glb-n=4"
 WANT=$("$APP" -n 10 -s 2 --seq --dump-graph "$TMP/g.txt" --out "$TMP/seq.txt" | head -1)

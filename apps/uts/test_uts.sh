@@ -13,7 +13,7 @@
 #   message left).
 # Usage: test_uts.sh BINDIR   Env: PHX_HB_TIMEOUT (delta, ms), SEED.
 BIN=$1
-. "$(dirname "$0")/../../ft/glb/glb_it.sh"
+. "$(dirname "$0")/../../ext/glb/glb_it.sh"
 APP=$BIN/uts
 SMALL=$("$APP" -t 1 -a 3 -d 8 -b 4 -r 19 --seq | head -1)
 check "seq: published T1-family count" [ "$SMALL" = "Tree size = 257042, tree depth = 8, num leaves = 205878 (80.10%)" ]

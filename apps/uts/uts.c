@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "core/phalanx.h"
-#include "ft/glb/glb.h"
+#include "ext/glb/glb_rt.h"
 #include "ft/glb/glb_vec.h"
 #include "apps/common/phx_args.h"
 

@@ -1,7 +1,7 @@
 /* Lifeline-based global load balancing (GLB), optionally fault tolerant
  * (FTGLB: "Fault Tolerance for Lifeline-Based Global Load Balancing",
  * Fohry, Bungart and Plock). A program supplies a task bag through callbacks, as in
- * X10's GLB TaskQueue, and calls phx_glb_run(); the library spreads the bag
+ * X10's GLB TaskQueue, and calls phx_glb_run() (ext/glb/glb_rt.h); the library spreads the bag
  * over the nodes by random steals and hypercube lifelines, backs each node's
  * bag up at its ring successor (glb-ft=on), restores lost bags, detects
  * termination and reduces the per-node results at the root: rank 0, or the
@@ -52,7 +52,7 @@ typedef struct phx_glb_ops {
     void (*report)(void *app, const uint64_t *result, double seconds);
 } phx_glb_ops_t;
 
-/* Configuration: --glb-KEY=V flags (removed from argv by phx_glb_run) or
+/* Configuration: --glb-KEY=V flags (removed from argv by phx_glb_parse) or
  * PHX_GLB_KEY environment variables. */
 typedef struct phx_glb_cfg {
     int ft;             /* glb-ft: backups and restore (needs --phx-ft; set for you) */
@@ -64,18 +64,5 @@ typedef struct phx_glb_cfg {
     int threads;        /* glb-threads: threads sharing the node's bag (1) */
     char die[128];      /* glb-die: test hook, POINT:RANK:NTH[:kill=R|:stop] */
 } phx_glb_cfg_t;
-
-/* Parses the glb-* options out of argv (argc updated) into cfg (defaults
- * for the rest; w and z are resolved once P is known). Returns 0 or
- * PHX_EINVAL with a message on stderr. */
-int phx_glb_parse(int *argc, char **argv, phx_glb_cfg_t *cfg);
-
-/* Runs the job: registers the GLB task type, starts the runtime and returns
- * the job's exit code. Call from main() once, after phx_glb_parse. An
- * unrecoverable loss prints "unrecoverable: ..." and exits non-zero
- * (PHX_GLB_EXIT_LOST): a rank lost with its backup holder, any loss with
- * glb-ft=off, or rank 0 lost before any start message left. */
-#define PHX_GLB_EXIT_LOST 3
-int phx_glb_run(int argc, char **argv, const phx_glb_ops_t *ops, void *app, const phx_glb_cfg_t *cfg);
 
 #endif

@@ -697,7 +697,8 @@ static void on_give(phx_glb_sm_t *s, int v, const uint8_t *p, size_t len, uint64
         fail(s, "unrecoverable: gift %u from rank %d after gift %u (out of order)", tan, v, s->got[s->rank][v]);
         return;
     }
-    if (merge_packed(s, p + 5, len - 5) != 0) {
+    size_t loot_len = phx_wdec_left(&d);   /* the rest, where the cursor stands */
+    if (merge_packed(s, phx_wdec_take(&d, loot_len), loot_len) != 0) {
         s->st.malformed++;      /* no Tend: the victim's side keeps the gift */
         return;
     }

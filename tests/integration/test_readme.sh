@@ -147,7 +147,7 @@ done
 # "P path" for each backquoted repository path (relative to the root).
 refs() {
     { grep -o '](\([^)#]*\)' "$SRC/$1" | sed 's/^](//' | grep -v '^[a-z]*:' | grep -v '^$' | sed 's/^/L /'
-      grep -o '`\(apps\|base\|core\|docs\|examples\|ft\|net\|tests\|tools\)/[^` ]*`' "$SRC/$1" |
+      grep -o '`\(apps\|base\|core\|docs\|examples\|ext\|ft\|net\|tests\|tools\)/[^` ]*`' "$SRC/$1" |
           tr -d '`' | sed 's/^/P /'
     } | sort -u
 }

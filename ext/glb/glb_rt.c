@@ -1,5 +1,5 @@
 /* GLB runtime glue: one GLB task per node drives the node's state machine
- * (glb_sm.c) over the public Phalanx API.
+ * (ft/glb/glb_sm.c) over the public Phalanx API.
  *
  * The task's mailbox is the actor loop of the paper: a self-addressed CONT
  * message runs process(n) and the housekeeping, and every protocol message
@@ -26,6 +26,7 @@
 
 #include "base/phx_err.h"
 #include "core/phalanx.h"
+#include "ext/glb/glb_rt.h"
 #include "ft/glb/glb_sm.h"
 
 enum { T_INIT, T_MSG, T_CONT, T_KILL, T_UP };
