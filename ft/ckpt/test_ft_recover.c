@@ -566,13 +566,16 @@ static int length(int n, const uint64_t *committed, int v1, uint64_t seed)
     return k;
 }
 
-/* n = 4, one failure of each rank: every interleaving. */
+/* n = 4, one failure of each rank: every interleaving, with the last
+ * commit seen by some ranks only, and with nothing committed. */
 static void test_one_failure_exhaustive(void **st)
 {
     (void)st;
     long before = nsched;
-    for (int v1 = 0; v1 < 4; v1++)
+    for (int v1 = 0; v1 < 4; v1++) {
         explore(4, commits[2], v1, -1, -1, MAXCH, 1);
+        explore(4, commits[NCOMMITS - 1], v1, -1, -1, MAXCH, 1);
+    }
     print_message("one failure, n=4, exhaustive: %ld schedules\n", nsched - before);
 }
 
