@@ -75,7 +75,7 @@ int cr_dead_since(const cr_t *c, const phx_ck_copy_t *slot, uint8_t *since)
 int phx_cr_lost_since(void *st, uint8_t *since)
 {
     cr_t *c = st;
-    return cr_dead_since(c, phx_ck_store_get(&c->store, c->rb_epoch), since);
+    return cr_dead_since(c, phx_ck_store_get(&c->store, cr_rb_epoch(c)), since);
 }
 
 /* In a partial round: does live rank r roll its own tasks back too? */
@@ -176,7 +176,7 @@ static void dispatch(cr_t *c, int peer, uint32_t tag, uint64_t id, const uint8_t
     case CK_BEGIN:
         /* A rank taken in may coordinate the next checkpoint: its BEGIN
          * can overtake the GO sent by the round's coordinator. */
-        if (c->phase == PH_REC && c->restored && (int)phx_ck_id_round(id) == c->ndead)
+        if (c->phase == PH_REC && phx_ck_rec_is_restored(c->rec) && (int)phx_ck_id_round(id) == c->ndead)
             cr_on_go(c, (uint64_t)c->ndead);
         cr_on_begin(c, id, p, len);
         break;
@@ -220,15 +220,9 @@ static void dispatch(cr_t *c, int peer, uint32_t tag, uint64_t id, const uint8_t
         }
         cr_on_commit(c, id, p, len);
         break;
-    case RB_STATE: {
-        phx_ck_eset_t m;
-        if (!phx_ck_eset_dec(p, len, c->size, c->nloc, &m) && !m.joins) {
-            c->rep_pr[peer] = m.flags;
-            phx_ck_round_report(&c->round, peer, m.dead, m.epoch);
-            cr_rb_try_decide(c);
-        }
+    case RB_STATE:
+        cr_on_state(c, peer, p, len);
         break;
-    }
     case RB_DECIDE:
         cr_on_decide(c, id, p, len);
         break;
@@ -237,14 +231,7 @@ static void dispatch(cr_t *c, int peer, uint32_t tag, uint64_t id, const uint8_t
             c->filt.rb_mark[peer] = id;
         break;
     case RB_DONE:
-        if ((int)id == c->ndead && c->decided_ndead == c->ndead) {
-            c->done[peer] = 1;
-            int all = 1;
-            for (int r = 0; r < c->size; r++)
-                all &= c->dead[r] || c->done[r];
-            if (all)
-                cr_ctl_all(c, RB_GO, id, NULL, 0, 1);
-        }
+        cr_on_done(c, peer, id);
         break;
     case RB_GO:
         cr_on_go(c, id);
@@ -315,7 +302,6 @@ static int cr_init(phx_node_t *n, void **out)
     c->n = n;
     c->self = n->rank;
     c->size = n->size;
-    c->decided_ndead = -1;
     c->pause.gen = 1;
     c->nhome = n->size;
     c->disk.tag = phx_ckd_tag();
@@ -345,13 +331,10 @@ static int cr_init(phx_node_t *n, void **out)
     c->xfer.blob = calloc(sz, sizeof *c->xfer.blob);
     c->xfer.len = calloc(sz, sizeof *c->xfer.len);
     c->xfer.epoch = calloc(sz, sizeof *c->xfer.epoch);
-    c->xfer.done = calloc(sz, 1);
     c->disk.ok = calloc(sz, 1);
     c->buddy = calloc(sz, sizeof *c->buddy);
     c->rj.inc = calloc(sz, sizeof *c->rj.inc);
     c->rj.taken = calloc(sz, sizeof *c->rj.taken);
-    c->lost = calloc(sz, 1);
-    c->rep_pr = calloc(sz, 1);
     c->fresh = calloc(sz, 1);
     c->rj.loc = calloc((size_t)c->nloc, sizeof *c->rj.loc);
     c->rj.buddy = calloc(sz, sizeof *c->rj.buddy);
@@ -363,17 +346,16 @@ static int cr_init(phx_node_t *n, void **out)
     c->home.in_id = calloc(sz, sizeof *c->home.in_id);
     c->home.in_done = calloc(sz, 1);
     c->dead = calloc(sz, 1);
-    c->done = calloc(sz, 1);
     c->pause.lh = calloc((size_t)n->nworkers, sizeof *c->pause.lh);
     c->pause.lt = calloc((size_t)n->nworkers, sizeof *c->pause.lt);
     c->pause.wgen = calloc((size_t)n->nworkers, sizeof *c->pause.wgen);
     uint32_t *host = calloc(sz, sizeof *host);
     *out = c;
-    if (!c->ring || !c->loc || !c->buddy || !c->dead || !c->done || !c->pause.lh || !c->pause.lt || !c->pause.wgen || !c->disk.ok || !host ||
-        !c->xfer.blob || !c->xfer.len || !c->xfer.epoch || !c->xfer.done || !c->rj.inc || !c->rj.taken || !c->lost || !c->rep_pr || !c->fresh ||
+    if (!c->ring || !c->loc || !c->buddy || !c->dead || !c->pause.lh || !c->pause.lt || !c->pause.wgen || !c->disk.ok || !host ||
+        !c->xfer.blob || !c->xfer.len || !c->xfer.epoch || !c->rj.inc || !c->rj.taken || !c->fresh ||
         !c->rj.loc || !c->rj.buddy || !c->home.loc || !c->home.from || !c->home.in || !c->home.out || !c->home.in_len || !c->home.in_id ||
         !c->home.in_done || phx_ck_join_init(&c->rj.join, n->size) ||
-        phx_ck_commit_init(&c->commit, n->size) || phx_ck_round_init(&c->round, n->size) ||
+        phx_ck_commit_init(&c->commit, n->size) || phx_ck_rec_create(n->size, n->rank, &c->rec) ||
         phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc) ||
         phx_ck_quiet_init(&c->probe.quiet, n->size, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_timeout_ms)) {
         free(host);
@@ -430,7 +412,7 @@ static int cr_init(phx_node_t *n, void **out)
         c->rj.joining = 1;
         c->t_fail = phx_now_ns();   /* recovery_done counts from this process's start */
         c->phase = PH_REC;
-        c->state_sent = 1;
+        phx_ck_rec_no_report(c->rec);
         cr_pause_workers(c);
         uint64_t hb = (uint64_t)n->cfg.hb_timeout_ms;
         uv_timer_start(&c->rj.timer, cr_on_rj_timer, hb, hb);
@@ -439,7 +421,7 @@ static int cr_init(phx_node_t *n, void **out)
         /* Nothing runs before the restore: the main task rank 0 creates
          * at job start is dropped by it. */
         c->phase = PH_REC;
-        c->state_sent = 1;   /* the coordinator decides at job start */
+        phx_ck_rec_no_report(c->rec);   /* the coordinator decides at job start */
         cr_pause_workers(c);
     }
     if (n->cfg.ckpt_interval > 0) {
@@ -519,7 +501,7 @@ static void cr_destroy(void *st)
 {
     cr_t *c = st;
     phx_ck_commit_free(&c->commit);
-    phx_ck_round_free(&c->round);
+    phx_ck_rec_destroy(c->rec);
     phx_ck_filter_free(&c->filt);
     phx_ck_store_free(&c->store);   /* orphans the blobs still referenced */
     while (c->bulk.pins) {
@@ -534,8 +516,6 @@ static void cr_destroy(void *st)
     phx_ck_quiet_free(&c->probe.quiet);
     free(c->rj.inc);
     free(c->rj.taken);
-    free(c->lost);
-    free(c->rep_pr);
     free(c->fresh);
     free(c->rj.loc);
     free(c->rj.buddy);
@@ -545,7 +525,6 @@ static void cr_destroy(void *st)
     free(c->loc);
     free(c->buddy);
     free(c->dead);
-    free(c->done);
     free(c->pause.lh);
     free(c->pause.lt);
     free(c->pause.wgen);
@@ -555,7 +534,6 @@ static void cr_destroy(void *st)
     free(c->xfer.blob);
     free(c->xfer.len);
     free(c->xfer.epoch);
-    free(c->xfer.done);
     cr_bulk_drop(c, -1, BK_TX | BK_RX);
     if (c->home.in && c->home.out)
         cr_mig_reset(c);

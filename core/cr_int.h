@@ -8,8 +8,8 @@
  *   cr_round.c    the commit round (BEGIN/MARK/READY/COMMIT), the disk copy
  *                 of a committed epoch, idle probes (td=cut);
  *   cr_home.c     the move home of slices a partial round left on helpers;
- *   cr_recover.c  the recovery round: report, decide, rollback, relocation,
- *                 restore order, GO;
+ *   cr_recover.c  the recovery round's glue (its state machine:
+ *                 ft/ckpt/recover.h): judgement, relocation, restores;
  *   cr_rejoin.c   restart-on=respawn: a new incarnation taken back in;
  *   ckpt_disk.c   the checkpoint files.
  * The decisions are ft/ckpt's. Comm thread unless stated otherwise. */
@@ -27,6 +27,7 @@
 #include "ft/ckpt/ckpt_msg.h"
 #include "ft/ckpt/member.h"
 #include "ft/ckpt/quiet.h"
+#include "ft/ckpt/recover.h"
 #include "base/phx_err.h"
 #include "base/phx_log.h"
 
@@ -92,7 +93,6 @@ typedef struct cr_xfer {
     void **blob;
     size_t *len;
     uint64_t *epoch;
-    uint8_t *done;              /* this round: restored from blob[x] */
 } cr_xfer_t;
 
 /* restart-on=respawn (cr_rejoin.c): a lost rank comes back as a new
@@ -158,12 +158,8 @@ typedef struct cr {
     /* coordinator */
     phx_ck_commit_t commit;
     uint64_t commit_id;
-    phx_ck_round_t round;
-    int decided_ndead;          /* round already decided (-1: none) */
-    uint8_t *done;              /* DONE flags of the decided round */
-    /* rollback at this node */
-    int state_sent, have_decision, restored;
-    uint64_t rb_epoch;
+    /* the recovery round (ft/ckpt/recover.h): reports, decision, restore order */
+    phx_ck_rec_t *rec;
     uint64_t t_fail;
     uint64_t t_decide;          /* the rollback decided (phx_metrics_recovered's phases) */
     phx_ck_filter_t filt;
@@ -179,11 +175,8 @@ typedef struct cr {
     int nloc;                   /* entries of loc: nhome * PHX_LOC_SLICES */
     cr_xfer_t xfer;
     cr_bulk_t bulk;
-    int restored_own;           /* this round: own + buddy share restored, copies shipped */
     int restarting;             /* started with restart=DIR, not restored yet */
-    int rb_disk;                /* the decided rollback restores from disk */
     cr_rejoin_t rj;
-    uint8_t *lost;              /* this round: ranks whose state comes from the buddy copy */
     uint8_t *fresh;             /* taken in this round: not coordinator before GO */
     /* A mode layered on cr (message logging) hears of commits and
      * rollbacks, with the workers paused (phx_cr_listen). */
@@ -192,14 +185,11 @@ typedef struct cr {
     /* Message logging: the first failure restores only the dead node's
      * tasks (survivors keep their state: the logs replay what it lost). */
     int partial_ok;             /* set by the layered mode */
-    int rb_partial;             /* the decided round is partial */
-    int rb_seq;                 /* ... and sequential: only what the dead ranks host now moves */
     phx_cr_partial_fn when;     /* which losses a partial round recovers (NULL: one) */
     /* Since the last commit: bit 0, a round restored here and is not over
      * (or was global); bit 1, a partial round ended here (GO); bit 2, a
      * checkpoint moving slices home began here (mig). */
     int pr;
-    uint8_t *rep_pr;            /* coordinator: each reporter's pr (RB_STATE) */
     phx_cr_rolls_fn rolls;      /* team logging: live ranks that roll back too */
     cr_home_t home;
     const int *enc_loc;         /* snapshot: NULL, or only what this table puts on enc_to */
@@ -273,6 +263,12 @@ void cr_send_decision(cr_t *c, uint64_t e, int disk);
 int cr_on_failure(void *st, int rank);
 void cr_on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len);
 void cr_on_go(cr_t *c, uint64_t round);
+void cr_on_state(cr_t *c, int peer, const uint8_t *p, size_t len);
+void cr_on_done(cr_t *c, int peer, uint64_t round);
+void cr_rb_restored(cr_t *c);
+/* The decided rollback: its epoch, and whether it is a partial round. */
+static inline uint64_t cr_rb_epoch(const cr_t *c) { return phx_ck_rec_epoch(c->rec); }
+static inline int cr_rb_partial(const cr_t *c) { return !!(phx_ck_rec_flags(c->rec) & PHX_CK_D_PARTIAL); }
 
 /* cr_rejoin.c: rejoin */
 void cr_rejoin_restore(cr_t *c);

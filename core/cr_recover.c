@@ -1,5 +1,8 @@
-/* recovery=cr: the recovery round: report, decide, rollback markers,
- * relocation of the dead ranks' slices, restore order, GO. */
+/* recovery=cr: the recovery round's glue. ft/ckpt/recover.h decides the
+ * round (reports, decision, restore order, DONE/GO); here its actions are
+ * carried out: control frames, the judgement of a decided epoch (disk
+ * copies, partial rounds, newcomers), relocation of the dead ranks'
+ * slices, the restores themselves, the end of the round. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +14,20 @@
 #include "core/cr_int.h"
 
 static void do_rollback(cr_t *c);
+
+/* What a memory restore's actions work on (do_rollback). */
+typedef struct rb_ctx {
+    phx_ck_copy_t *slot;        /* the epoch's copies */
+    const int *loc, *keep;      /* the new table; what moves in this round */
+} rb_ctx_t;
+/* Carries out the machine's actions in order (k: a restore's, else NULL),
+ * ending the job at the first that fails, and frees o. */
+static void run(cr_t *c, phx_ck_rec_out_t *o, const rb_ctx_t *k);
+
+static phx_ck_rec_view_t view(const cr_t *c)
+{
+    return (phx_ck_rec_view_t){ .dead = c->dead, .round = c->ndead, .coord = cr_coord(c), .rec = c->phase == PH_REC };
+}
 
 /* STATE, DECIDE and COMMIT-with-joins payloads (phx_ck_eset_t): epoch e,
  * this node's dead set, flags; with joins the newcomers' tail (loc,
@@ -38,13 +55,14 @@ static uint8_t *enc_eset(cr_t *c, uint64_t e, int flags, int joins, const int *l
     return buf;
 }
 
-static void rb_send_state(cr_t *c)
+/* STATE: this node's committed epoch and dead set, to the coordinator. */
+static void rb_send_state(cr_t *c, int dst)
 {
     size_t len;
     uint8_t *buf = enc_eset(c, c->store.committed, c->pr, 0, NULL, NULL, &len);
     if (!buf)
         return;
-    cr_ctl(c, cr_coord(c), RB_STATE, (uint64_t)c->ndead, buf, len);
+    cr_ctl(c, dst, RB_STATE, (uint64_t)c->ndead, buf, len);
     free(buf);
 }
 
@@ -54,10 +72,10 @@ static void do_rollback_disk(cr_t *c)
 {
     phx_node_t *n = c->n;
     phx_ckd_manifest_t m;
-    if (phx_ckd_find(c->disk.dir, c->disk.tag, c->rb_epoch, &m) || m.epoch != c->rb_epoch || m.nhome > c->nhome ||
+    if (phx_ckd_find(c->disk.dir, c->disk.tag, cr_rb_epoch(c), &m) || m.epoch != cr_rb_epoch(c) || m.nhome > c->nhome ||
         m.slices != PHX_LOC_SLICES) {
         fprintf(stderr, "phalanx: recovery=cr: disk checkpoint of epoch %llu in %s is not usable\n",
-                (unsigned long long)c->rb_epoch, c->disk.dir);
+                (unsigned long long)cr_rb_epoch(c), c->disk.dir);
         phx_node_exit(n, PHX_EXIT_CKPT_LOST, 1);
         return;
     }
@@ -118,25 +136,16 @@ static void do_rollback_disk(cr_t *c)
         return;
     }
     c->restarting = 0;
-    c->restored = 1;
-    cr_ctl(c, cr_coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
+    cr_rb_restored(c);
 }
 
-/* Whether some slice hosted by x at the epoch (loc_e) moves to rank r. In
- * a sequential partial round only slices whose host before the round
- * (c->loc, until do_rollback replaces it) died move: the others were moved
- * by the period's earlier round and keep running. */
+/* Whether slice i moves in this round. In a sequential partial round
+ * only slices whose host before the round (c->loc, until the restore
+ * replaces it) died move: the others were moved by the period's earlier
+ * round and keep running. */
 static int moving(const cr_t *c, int i)
 {
-    return !c->rb_seq || c->dead[c->loc[i]];
-}
-
-static int moves_to(const cr_t *c, const int *loc_e, const int *loc, int x, int r)
-{
-    for (int i = 0; i < c->nloc; i++)
-        if (loc_e[i] == x && loc[i] == r && moving(c, i))
-            return 1;
-    return 0;
+    return !(phx_ck_rec_flags(c->rec) & PHX_CK_D_SEQ) || c->dead[c->loc[i]];
 }
 
 /* The table after the losses in c->dead, by restart-on (spare: a spare
@@ -153,20 +162,19 @@ static int relocate(cr_t *c, const phx_ck_copy_t *slot, int *loc, int *lost, int
                              lost_buddy);
 }
 
-/* Restores this node's copy and, as a buddy, its share of each dead node's
- * copy, which it ships to the other new hosts of that node's slices. */
-static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc, const int *keep)
+/* OWN: restores this node's copy (a partial round: only a team-mate's). */
+static int restore_own(cr_t *c, const phx_ck_copy_t *slot)
 {
     int rc = 0;
     /* mlog-team: the dead node's team-mates reload their own copy too. */
-    int team = c->rb_partial && cr_rolls_back(c, c->self);
-    if (c->rb_partial) {
+    int team = cr_rb_partial(c) && cr_rolls_back(c, c->self);
+    if (cr_rb_partial(c)) {
         /* Survivors keep running state, queues and links: nothing is stale. */
-        phx_evlog("partial_restore", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+        phx_evlog("partial_restore", "\"epoch\":%llu,\"round\":%d", (unsigned long long)cr_rb_epoch(c), c->ndead);
         if (c->lis)   /* before on_restore of any task of this round */
-            c->lis(c->lis_arg, PHX_CR_PARTIAL_BEGIN, c->rb_epoch);
+            c->lis(c->lis_arg, PHX_CR_PARTIAL_BEGIN, cr_rb_epoch(c));
     }
-    if (!c->rb_partial || team) {
+    if (!cr_rb_partial(c) || team) {
         cr_discard_all(c, 0);
         /* The marker closes the lost future on every link. A team-mate
          * sends none: the others keep running, and what its old run sent
@@ -178,23 +186,30 @@ static int restore_own(cr_t *c, phx_ck_copy_t *slot, const int *loc, const int *
         uint32_t nt = 0;
         rc = cr_restore_blob(c, slot->own, slot->own_len, 1, NULL, &nt);
         phx_evlog(team ? "team_rollback" : "rollback", "\"epoch\":%llu,\"round\":%d",
-                  (unsigned long long)c->rb_epoch, c->ndead);
+                  (unsigned long long)cr_rb_epoch(c), c->ndead);
         phx_evlog("restore", "\"tasks\":%u,\"source\":\"local\"", nt);
         phx_metrics_add(PHX_M_TASKS_RESTORED, nt);
     }
-    for (int x = 0; x < c->size && !rc; x++) {
-        if (!c->lost[x] || slot->buddy[x] != c->self)
-            continue;
-        if (!slot->held[x])
-            return PHX_ENOENT;
-        for (int r = 0; r < c->size && !rc; r++)
-            if (r != c->self && !c->dead[r] && moves_to(c, slot->loc, loc, x, r))
-                rc = cr_bulk_send(c, BK_XFER, r, x, (uint64_t)c->ndead, c->rb_epoch, slot->held[x], slot->held_len[x]);
-        uint32_t k = 0;
-        rc = cr_restore_blob(c, slot->held[x], slot->held_len[x], 0, keep, &k);
-        phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d", k, x, c->self);
-        phx_metrics_add(PHX_M_TASKS_RESTORED, k);
-    }
+    return rc;
+}
+
+/* HELD / XFER: restores the slices of x's copy (kept here as its buddy, or
+ * shipped here by via) that move here. */
+static int restore_copy(cr_t *c, const rb_ctx_t *k, const phx_ck_rec_act_t *a)
+{
+    int held = a->kind == PHX_CK_REC_HELD;
+    const void *blob = held ? k->slot->held[a->x] : c->xfer.blob[a->x];
+    size_t len = held ? k->slot->held_len[a->x] : c->xfer.len[a->x];
+    if (!blob)
+        return PHX_ENOENT;
+    uint32_t nt = 0;
+    int rc = cr_restore_blob(c, blob, len, 0, k->keep, &nt);
+    if (held)
+        phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d", nt, a->x, c->self);
+    else
+        phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", nt, a->x,
+                  c->self, a->via);
+    phx_metrics_add(PHX_M_TASKS_RESTORED, nt);
     return rc;
 }
 
@@ -217,12 +232,13 @@ int cr_adopt_epoch(cr_t *c, uint64_t e, void *blob, size_t len)
     return 0;
 }
 
+/* ROLLBACK to the decided epoch. */
 static void do_rollback(cr_t *c)
 {
-    phx_node_t *n = c->n;
+    int seq = phx_ck_rec_flags(c->rec) & PHX_CK_D_SEQ;
     /* Reported in later rounds of this period (multi.h: `replayed`). */
     c->pr |= 1;
-    if (c->rb_disk) {
+    if (phx_ck_rec_flags(c->rec) & PHX_CK_D_DISK) {
         do_rollback_disk(c);
         return;
     }
@@ -230,10 +246,10 @@ static void do_rollback(cr_t *c)
         cr_rejoin_restore(c);
         return;
     }
-    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, c->rb_epoch);
+    phx_ck_copy_t *slot = phx_ck_store_get(&c->store, cr_rb_epoch(c));
     if (!slot || !slot->own) {
         char what[64];
-        snprintf(what, sizeof what, "%llu", (unsigned long long)c->rb_epoch);
+        snprintf(what, sizeof what, "%llu", (unsigned long long)cr_rb_epoch(c));
         cr_fatal(c, 1, "no local copy of epoch %s to roll back to", what);
         return;
     }
@@ -245,9 +261,9 @@ static void do_rollback(cr_t *c)
     }
     /* Sequential: from the table the period's first round made (the same
      * on every node: each ended it), moving only what the dead host now. */
-    int rc = c->rb_seq ? phx_ck_relocate_p(c->size, c->nloc, c->loc, slot->buddy, c->dead,
-                                           c->n->cfg.recovery_helpers, loc, &lost, &lost_buddy)
-                       : relocate(c, slot, loc, &lost, &lost_buddy);
+    int rc = seq ? phx_ck_relocate_p(c->size, c->nloc, c->loc, slot->buddy, c->dead, c->n->cfg.recovery_helpers, loc,
+                                     &lost, &lost_buddy)
+                 : relocate(c, slot, loc, &lost, &lost_buddy);
     if (rc == PHX_EUNRECOVERABLE) {
         free(loc);
         return;   /* the coordinator reports it and ends the job */
@@ -255,7 +271,7 @@ static void do_rollback(cr_t *c)
     /* What a buddy copy may restore here: only moving slices (the rest of
      * a dead rank's tasks already run on their earlier round's hosts). */
     int *keep = loc;
-    if (!rc && c->rb_seq) {
+    if (!rc && seq) {
         keep = malloc((size_t)c->nloc * sizeof *keep);
         for (int i = 0; keep && i < c->nloc; i++)
             keep[i] = moving(c, i) ? loc[i] : -1;
@@ -265,41 +281,27 @@ static void do_rollback(cr_t *c)
             return;
         }
     }
-    if (!rc && !c->restored_own) {
-        rc = restore_own(c, slot, loc, keep);
-        c->restored_own = 1;
+    /* The machine orders the restores: own copy, buddy copies kept here
+     * (shipped on to the other new hosts), those shipped here. */
+    uint8_t *have = rc ? NULL : calloc((size_t)c->size, 1);
+    if (!rc && !have)
+        rc = PHX_ENOMEM;
+    for (int x = 0; have && x < c->size; x++)
+        have[x] = c->xfer.blob[x] && c->xfer.epoch[x] == cr_rb_epoch(c);
+    if (!rc) {
+        phx_ck_rec_tables_t t = { .nloc = c->nloc, .loc_e = slot->loc, .buddy_e = slot->buddy, .keep = keep,
+                                  .have = have };
+        phx_ck_rec_view_t v = view(c);
+        phx_ck_rec_out_t o = { 0 };
+        phx_ck_rec_restore(c->rec, &v, &t, &o);
+        run(c, &o, &(rb_ctx_t){ .slot = slot, .loc = loc, .keep = keep });
     }
-    /* The other buddies ship their share of the dead nodes' copies here. */
-    int waiting = 0;
-    for (int x = 0; x < c->size && !rc; x++) {
-        if (!c->lost[x] || slot->buddy[x] == c->self || c->xfer.done[x] || !moves_to(c, slot->loc, loc, x, c->self))
-            continue;
-        if (!c->xfer.blob[x] || c->xfer.epoch[x] != c->rb_epoch) {
-            waiting = 1;
-            continue;
-        }
-        uint32_t k = 0;
-        rc = cr_restore_blob(c, c->xfer.blob[x], c->xfer.len[x], 0, keep, &k);
-        c->xfer.done[x] = 1;
-        phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", k, x,
-                  c->self, slot->buddy[x]);
-        phx_metrics_add(PHX_M_TASKS_RESTORED, k);
-    }
+    free(have);
     if (keep != loc)
         free(keep);
-    if (rc) {
-        free(loc);
-        cr_fatal(c, 1, "restoring a checkpoint failed: %s", phx_strerror(rc));
-        return;
-    }
-    if (!waiting) {
-        memcpy(c->loc, loc, (size_t)c->nloc * sizeof *loc);
-        n->loc_n = c->nhome;
-        n->loc = c->loc;   /* routing follows the table from now on */
-        c->restored = 1;
-        cr_ctl(c, cr_coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
-    }
     free(loc);
+    if (rc)
+        cr_fatal(c, 1, "restoring a checkpoint failed: %s", phx_strerror(rc));
 }
 
 /* Drops the shipped copies (after a recovery, or at the end). */
@@ -314,22 +316,57 @@ void cr_xfer_clear(cr_t *c)
 
 void cr_rb_progress(cr_t *c)
 {
-    if (!c->pause.paused)
-        return;
-    if (!c->state_sent) {
-        c->state_sent = 1;
-        rb_send_state(c);
-    }
-    if (c->have_decision && !c->restored)
-        do_rollback(c);
+    phx_ck_rec_view_t v = view(c);
+    phx_ck_rec_out_t o = { 0 };
+    phx_ck_rec_progress(c->rec, &v, c->pause.paused, &o);
+    run(c, &o, NULL);
+}
+
+/* The rollback was restored here without the machine's restore order
+ * (from disk, or a newcomer's): DONE. */
+void cr_rb_restored(cr_t *c)
+{
+    phx_ck_rec_view_t v = view(c);
+    phx_ck_rec_out_t o = { 0 };
+    phx_ck_rec_restored(c->rec, &v, &o);
+    run(c, &o, NULL);
 }
 
 /* Coordinator: decide the round once everyone reported the same set. */
 void cr_rb_try_decide(cr_t *c)
 {
-    uint64_t e;
-    if (cr_coord(c) != c->self || c->decided_ndead == c->ndead || !phx_ck_round_decide(&c->round, c->dead, &e))
+    phx_ck_rec_view_t v = view(c);
+    phx_ck_rec_out_t o = { 0 };
+    phx_ck_rec_try_decide(c->rec, &v, &o);
+    run(c, &o, NULL);
+}
+
+/* RB_STATE from peer. */
+void cr_on_state(cr_t *c, int peer, const uint8_t *p, size_t len)
+{
+    phx_ck_eset_t m;
+    if (phx_ck_eset_dec(p, len, c->size, c->nloc, &m) || m.joins)
         return;
+    phx_ck_rec_view_t v = view(c);
+    phx_ck_rec_out_t o = { 0 };
+    phx_ck_rec_on_report(c->rec, &v, peer, m.dead, m.epoch, m.flags, &o);
+    run(c, &o, NULL);
+}
+
+/* RB_DONE from peer. */
+void cr_on_done(cr_t *c, int peer, uint64_t round)
+{
+    phx_ck_rec_view_t v = view(c);
+    phx_ck_rec_out_t o = { 0 };
+    phx_ck_rec_on_done(c->rec, &v, peer, (int)round, &o);
+    run(c, &o, NULL);
+}
+
+/* JUDGE: every report of the round is in and e is the highest committed
+ * epoch (j: the reports' partial-round bits). Decides the flags, falls
+ * back to disk, aborts, or waits for newcomers (cr_on_join asks again). */
+static void judge(cr_t *c, uint64_t e, int j)
+{
     phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
     int lost = -1, lost_buddy = -1;
     int *loc = malloc((size_t)c->nloc * sizeof *loc);
@@ -347,13 +384,10 @@ void cr_rb_try_decide(cr_t *c)
         disk = 1;
     }
     if (bad) {
-        c->decided_ndead = c->ndead;
-        uint8_t buf[PHX_CK_ABORT_LEN];
-        phx_ck_abort_enc(buf, &(phx_ck_abort_t){ .lost = lost, .buddy = lost_buddy });
-        for (int x = 0; x < c->size; x++)   /* newcomers connected here wait for nothing more */
-            if (c->dead[x] && c->rj.inc[x])
-                cr_ctl(c, x, RB_ABORT, e, buf, sizeof buf);
-        cr_ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
+        phx_ck_rec_view_t v = view(c);
+        phx_ck_rec_out_t o = { 0 };
+        phx_ck_rec_abort(c->rec, &v, e, lost, lost_buddy, &o);
+        run(c, &o, NULL);
         return;
     }
     /* Message logging recovers the failures of one checkpoint period
@@ -366,17 +400,10 @@ void cr_rb_try_decide(cr_t *c)
      * of this round's dead set all arrived, so any coordinator decides
      * alike (core/mlog.c resets its period at the same commit). */
     uint8_t *since = calloc((size_t)c->size, 1);
-    int nsince = since ? cr_dead_since(c, slot, since) : 0, replayed = 0, ended = 0, live = 0, moved = 0;
-    for (int r = 0; r < c->size; r++) {
-        if (c->dead[r])
-            continue;
-        live++;
-        ended += (c->rep_pr[r] & 3) == 2;
-        replayed |= c->rep_pr[r] & 3 ? PHX_CR_REPLAYED_OTHER : 0;
-        moved |= c->rep_pr[r] & 4;
-    }
-    if (replayed && ended == live)   /* every live rank ended one partial round, nothing else */
-        replayed = PHX_CR_REPLAYED_ENDED;
+    int nsince = since ? cr_dead_since(c, slot, since) : 0, moved = j & PHX_CK_REC_J_MOVED;
+    /* J_ENDED: every live rank ended one partial round, nothing else. */
+    int replayed = j & PHX_CK_REC_J_ENDED ? PHX_CR_REPLAYED_ENDED
+                 : j & PHX_CK_REC_J_REPLAYED ? PHX_CR_REPLAYED_OTHER : PHX_CR_REPLAYED_NONE;
     int rule = !since ? 0 : c->when ? c->when(c->lis_arg, c->dead, since, replayed) : nsince == 1 && !replayed;
     free(since);
     /* ... and only where the dead node's tasks go to the survivors (a spare
@@ -420,13 +447,31 @@ void cr_ctl_eset(cr_t *c, int tag, uint64_t id, uint64_t e, int flags, int joins
 
 void cr_send_decision(cr_t *c, uint64_t e, int disk)
 {
-    c->decided_ndead = c->ndead;
-    memset(c->done, 0, (size_t)c->size);
+    phx_ck_rec_view_t v = view(c);
+    phx_ck_rec_out_t o = { 0 };
+    phx_ck_rec_decide(c->rec, &v, e, disk, &o);
+    run(c, &o, NULL);
+}
+
+/* DECIDE: to every live rank, and to the newcomers it takes in. */
+static void send_decide(cr_t *c, uint64_t e, int disk)
+{
     phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
     int use = slot && !disk;
     /* A partial round takes nobody in (on_all_ready does, at a commit). */
     cr_ctl_eset(c, RB_DECIDE, (uint64_t)c->ndead, e, disk, !(disk & PHX_CK_D_PARTIAL) && cr_joins_ready(c),
              use ? slot->loc : c->loc, use ? slot->buddy : NULL);
+}
+
+/* ABORT: the work is lost (a rank and its buddy both died, no disk copy). */
+static void send_abort(cr_t *c, uint64_t e, int lost, int lost_buddy)
+{
+    uint8_t buf[PHX_CK_ABORT_LEN];
+    phx_ck_abort_enc(buf, &(phx_ck_abort_t){ .lost = lost, .buddy = lost_buddy });
+    for (int x = 0; x < c->size; x++)   /* newcomers connected here wait for nothing more */
+        if (c->dead[x] && c->rj.inc[x])
+            cr_ctl(c, x, RB_ABORT, e, buf, sizeof buf);
+    cr_ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
 }
 
 int cr_on_failure(void *st, int rank)
@@ -446,8 +491,9 @@ int cr_on_failure(void *st, int rank)
         phx_ck_commit_abort(&c->commit);
         c->phase = PH_REC;
     }
-    c->state_sent = c->have_decision = c->restored = c->restored_own = 0;
-    memset(c->xfer.done, 0, (size_t)c->size);
+    phx_ck_rec_view_t v = view(c);
+    phx_ck_rec_out_t o = { 0 };
+    phx_ck_rec_on_failure(c->rec, &v, &o);
     cr_bulk_drop(c, -1, BK_TX | BK_RX);   /* an aborted checkpoint's copies; a new round re-ships */
     cr_mig_reset(c);
     if (c->rj.respawn) {
@@ -457,7 +503,7 @@ int cr_on_failure(void *st, int rank)
             if (c->dead[x] && c->rj.inc[x])
                 cr_rj_report(c, x);
     }
-    cr_pause_workers(c);
+    run(c, &o, NULL);   /* PAUSE */
     cr_progress(c);
     cr_rb_try_decide(c);   /* a new coordinator may already hold every report */
     return 1;
@@ -474,20 +520,16 @@ void cr_on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
             return;
         c->ndead = (int)round;
         memcpy(c->dead, m.dead, (size_t)c->size);
-    } else if ((int)round != c->ndead || c->phase != PH_REC || memcmp(m.dead, c->dead, (size_t)c->size)) {
-        return;   /* stale: a newer failure is known here */
     }
-    c->rb_epoch = m.epoch;
-    c->rb_disk = !!(m.flags & PHX_CK_D_DISK);
-    c->rb_partial = !!(m.flags & PHX_CK_D_PARTIAL);
-    c->rb_seq = !!(m.flags & PHX_CK_D_SEQ);
-    if (c->rb_partial) {
+    phx_ck_rec_view_t v = view(c);
+    if (!phx_ck_rec_on_decide(c->rec, &v, (int)round, m.dead, m.epoch, m.flags & 7))
+        return;   /* stale: a newer failure is known here */
+    if (cr_rb_partial(c)) {
         uv_timer_stop(&c->rj.timer);   /* nobody waits for a respawn: it is taken in at a later commit */
         for (int r = 0; r < c->size; r++)   /* an aborted checkpoint's markers must not count for its redo */
             if (c->filt.ck_mark[r] > c->store.committed)
                 c->filt.ck_mark[r] = c->store.committed;
     }
-    memcpy(c->lost, c->dead, (size_t)c->size);
     int rc = joins ? cr_take_in(c, &m) : 0;
     if (rc) {
         cr_fatal(c, 1, "taking a rank back in failed: %s", phx_strerror(rc));
@@ -495,19 +537,23 @@ void cr_on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
     }
     if (c->die_point == DIE_ROLLBACK)
         raise(SIGKILL);   /* test: a failure during a recovery */
-    c->have_decision = 1;
     c->t_decide = phx_now_ns();
-    c->restored = c->restored_own = 0;
-    memset(c->xfer.done, 0, (size_t)c->size);
     cr_progress(c);
 }
 
 void cr_on_go(cr_t *c, uint64_t round)
 {
-    if ((int)round != c->ndead || c->phase != PH_REC || !c->restored)
-        return;
+    phx_ck_rec_view_t v = view(c);
+    phx_ck_rec_out_t o = { 0 };
+    phx_ck_rec_on_go(c->rec, &v, (int)round, &o);
+    run(c, &o, NULL);
+}
+
+/* RESUME: the round is over here. */
+static void end_round(cr_t *c)
+{
     c->phase = PH_IDLE;
-    if (c->rb_partial)   /* ended: a later loss may be recovered from this table */
+    if (cr_rb_partial(c))   /* ended: a later loss may be recovered from this table */
         c->pr = (c->pr & ~1) | 2;
     cr_xfer_clear(c);
     cr_bulk_drop(c, BK_XFER, BK_TX | BK_RX);
@@ -518,18 +564,79 @@ void cr_on_go(cr_t *c, uint64_t round)
     }
     double ms = (double)(phx_now_ns() - c->t_fail) / 1e6;
     phx_evlog("recovery_done", "\"epoch\":%llu,\"round\":%d,\"ms\":%.3f,\"stale_dropped\":%llu,\"stale_frames\":%llu",
-              (unsigned long long)c->rb_epoch, c->ndead, ms, (unsigned long long)c->filt.dropped,
+              (unsigned long long)cr_rb_epoch(c), c->ndead, ms, (unsigned long long)c->filt.dropped,
               (unsigned long long)phx_net_stale_frames(c->n->net));
-    PHX_INFO("ckpt", "recovered from epoch %llu in %.1f ms", (unsigned long long)c->rb_epoch, ms);
+    PHX_INFO("ckpt", "recovered from epoch %llu in %.1f ms", (unsigned long long)cr_rb_epoch(c), ms);
     uint64_t now = phx_now_ns(), dec = c->t_decide > c->t_fail ? c->t_decide : c->t_fail;
-    phx_metrics_recovered(&(phx_metrics_rec_t){ .epoch = c->rb_epoch, .round = c->ndead, .partial = c->rb_partial,
-                                                 .replay = c->rb_partial && c->lis, .agree_ns = dec - c->t_fail,
-                                                 .transfer_ns = now - dec, .dead = c->lost, .size = c->size });
-    if (c->lis && c->rb_partial)
-        c->lis(c->lis_arg, PHX_CR_PARTIAL, c->rb_epoch);
+    phx_metrics_recovered(&(phx_metrics_rec_t){ .epoch = cr_rb_epoch(c), .round = c->ndead, .partial = cr_rb_partial(c),
+                                                 .replay = cr_rb_partial(c) && c->lis, .agree_ns = dec - c->t_fail,
+                                                 .transfer_ns = now - dec, .dead = phx_ck_rec_lost(c->rec),
+                                                 .size = c->size });
+    if (c->lis && cr_rb_partial(c))
+        c->lis(c->lis_arg, PHX_CR_PARTIAL, cr_rb_epoch(c));
     cr_resume_workers(c);
     /* The lost node's tasks now have a single copy (at their new host):
      * double it at once. */
     cr_begin_checkpoint(c);
 }
 
+static void run(cr_t *c, phx_ck_rec_out_t *o, const rb_ctx_t *k)
+{
+    int rc = 0;
+    if (o->err) {
+        cr_fatal(c, 1, "%s", "out of memory in the recovery protocol");
+        o->len = 0;
+    }
+    for (int i = 0; i < o->len && !rc; i++) {
+        const phx_ck_rec_act_t *a = &o->a[i];
+        switch (a->kind) {
+        case PHX_CK_REC_PAUSE:
+            cr_pause_workers(c);
+            break;
+        case PHX_CK_REC_STATE:
+            rb_send_state(c, a->dst);
+            break;
+        case PHX_CK_REC_JUDGE:
+            judge(c, a->epoch, a->flags);
+            break;
+        case PHX_CK_REC_DECIDE:
+            send_decide(c, a->epoch, a->flags);
+            break;
+        case PHX_CK_REC_ABORT:
+            send_abort(c, a->epoch, a->lost, a->buddy);
+            break;
+        case PHX_CK_REC_ROLLBACK:
+            do_rollback(c);
+            break;
+        case PHX_CK_REC_OWN:
+            rc = restore_own(c, k->slot);
+            break;
+        case PHX_CK_REC_SHIP:
+            rc = k->slot->held[a->x] ? cr_bulk_send(c, BK_XFER, a->dst, a->x, (uint64_t)a->round, a->epoch,
+                                                    k->slot->held[a->x], k->slot->held_len[a->x])
+                                     : PHX_ENOENT;
+            break;
+        case PHX_CK_REC_HELD:
+        case PHX_CK_REC_XFER:
+            rc = restore_copy(c, k, a);
+            break;
+        case PHX_CK_REC_TABLE:
+            memcpy(c->loc, k->loc, (size_t)c->nloc * sizeof *c->loc);
+            c->n->loc_n = c->nhome;
+            c->n->loc = c->loc;   /* routing follows the table from now on */
+            break;
+        case PHX_CK_REC_DONE:
+            cr_ctl(c, a->dst, RB_DONE, (uint64_t)a->round, NULL, 0);
+            break;
+        case PHX_CK_REC_GO:
+            cr_ctl_all(c, RB_GO, (uint64_t)a->round, NULL, 0, 1);
+            break;
+        case PHX_CK_REC_RESUME:
+            end_round(c);
+            break;
+        }
+    }
+    if (rc)
+        cr_fatal(c, 1, "restoring a checkpoint failed: %s", phx_strerror(rc));
+    phx_ck_rec_out_free(o);
+}

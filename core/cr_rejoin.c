@@ -17,13 +17,13 @@ void cr_rejoin_restore(cr_t *c)
     int self = c->self, hosts = 0;
     for (int i = 0; i < c->nloc; i++)
         hosts |= c->rj.loc[i] == self;
-    if (hosts && (!c->xfer.blob[self] || c->xfer.epoch[self] != c->rb_epoch))
+    if (hosts && (!c->xfer.blob[self] || c->xfer.epoch[self] != cr_rb_epoch(c)))
         return;   /* the buddy's copy is on its way */
     size_t len = c->xfer.len[self];
-    void *blob = hosts ? c->xfer.blob[self] : cr_empty_blob(c, c->rb_epoch, &len);
+    void *blob = hosts ? c->xfer.blob[self] : cr_empty_blob(c, cr_rb_epoch(c), &len);
     if (!blob)
         return;
-    if (cr_adopt_epoch(c, c->rb_epoch, blob, len)) {
+    if (cr_adopt_epoch(c, cr_rb_epoch(c), blob, len)) {
         if (!hosts)
             free(blob);
         return;
@@ -39,12 +39,11 @@ void cr_rejoin_restore(cr_t *c)
         cr_fatal(c, 1, "restoring the rejoined rank's checkpoint failed: %s", phx_strerror(rc));
         return;
     }
-    phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)c->rb_epoch, c->ndead);
+    phx_evlog("rollback", "\"epoch\":%llu,\"round\":%d", (unsigned long long)cr_rb_epoch(c), c->ndead);
     phx_evlog("restore", "\"tasks\":%u,\"source\":\"buddy\",\"of\":%d,\"host\":%d,\"via\":%d", nt, self, self,
               c->rj.buddy[self]);
     phx_metrics_add(PHX_M_TASKS_RESTORED, nt);
-    c->restored = 1;
-    cr_ctl(c, cr_coord(c), RB_DONE, (uint64_t)c->ndead, NULL, 0);
+    cr_rb_restored(c);
 }
 
 /* Whether some lost rank's newcomer is connected to every live rank. */
@@ -195,7 +194,7 @@ void cr_join_at_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
     memcpy(c->buddy, c->rj.buddy, (size_t)c->size * sizeof *c->buddy);
     c->rj.joining = 0;
     c->phase = PH_IDLE;
-    c->state_sent = c->have_decision = c->restored = 0;
+    phx_ck_rec_reset(c->rec);
     c->probe.idle_sent = -1;
     uv_timer_stop(&c->rj.timer);
     PHX_INFO("ckpt", "taken back in at epoch %llu; this rank's tasks come home at the next checkpoint",

@@ -287,8 +287,8 @@ static void drain_queue(phx_node_t *n, struct cds_wfcq_head *h, struct cds_wfcq_
 void cr_discard_all(cr_t *c, int moving)
 {
     phx_node_t *n = c->n;
-    if (c->lis && !c->rb_partial && !moving)   /* a team-mate's rollback keeps its logs */
-        c->lis(c->lis_arg, PHX_CR_ROLLBACK, c->rb_epoch);
+    if (c->lis && !cr_rb_partial(c) && !moving)   /* a team-mate's rollback keeps its logs */
+        c->lis(c->lis_arg, PHX_CR_ROLLBACK, cr_rb_epoch(c));
     int64_t work = 0, inbound = 0, outw = 0, unused = 0;
     phx_node_batch_flush(n);
     if (!moving)
