@@ -169,9 +169,13 @@ check "another program's checkpoint: says foreign" grep -q "foreign" "$DIR/err"
 # (longer under load, while the timer is not), so the job cannot end without
 # recovering: rollback to epoch 1. fib(30): fib(28) came to end within the
 # first second on 8 nodes once a node's tasks spread over all its workers. fib ends by phx_exit (--exit).
+# Its length is CPU work, about 3 s on a quiet 2-core host and 50 s at a
+# load of 20 (the recovered run, rank 3's share on one survivor, takes
+# twice the fault-free one): the bound, there to catch a hang, is three
+# times a jacobi job's.
 DIR=$TMP/fib
 mkdir -p "$DIR"
-PHX_CKPT_DIE=3:2:stored timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" "$BIN/fib" 30 --exit \
+PHX_CKPT_DIE=3:2:stored timeout -k 5 $((3 * JOB_TIMEOUT)) "$PHX" run -n "$N" "$BIN/fib" 30 --exit \
     --phx-ft=1 --phx-recovery=cr --phx-ckpt-interval=1 --phx-eventlog="$DIR/ev.%r.jsonl" \
     >"$DIR/out" 2>"$DIR/err"
 RC=$?
