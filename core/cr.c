@@ -130,6 +130,31 @@ void cr_ctl_all(cr_t *c, int tag, uint64_t id, const void *buf, size_t len, int 
         cr_ctl(c, c->self, tag, id, buf, len);
 }
 
+static void die_now(uv_timer_t *t)
+{
+    (void)t;
+    raise(SIGKILL);
+}
+
+int cr_die_mid_commit(cr_t *c, uint64_t id)
+{
+    if (c->die_point != DIE_COMMIT || c->die_epoch != phx_ck_id_epoch(id))
+        return 0;
+    int last = -1;
+    for (int r = 0; r < c->size; r++)
+        if (r != c->self && !c->dead[r])
+            last = r;
+    for (int r = 0; r < c->size; r++)
+        if (r != c->self && r != last && !c->dead[r])
+            cr_ctl(c, r, CK_COMMIT, id, NULL, 0);
+    /* The frames leave in this loop turn's prepare phase; the kernel
+     * delivers what was written before the process dies. */
+    static uv_timer_t t;
+    uv_timer_init(&c->n->loop, &t);
+    uv_timer_start(&t, die_now, 1, 0);
+    return 1;
+}
+
 /* ---- worker pause -------------------------------------------------------- */
 
 void cr_fatal(cr_t *c, int code, const char *fmt, const char *what)
@@ -385,9 +410,10 @@ static int cr_init(phx_node_t *n, void **out)
         c->die_epoch = de;
         c->die_point = !strcmp(pt, "stored") ? DIE_STORED : !strcmp(pt, "rollback") ? DIE_ROLLBACK
                      : !strcmp(pt, "rejoin") ? DIE_REJOIN : !strcmp(pt, "shipped") ? DIE_SHIPPED
-                     : !strcmp(pt, "moved") ? DIE_MOVED : DIE_NONE;
+                     : !strcmp(pt, "moved") ? DIE_MOVED : !strcmp(pt, "commit") ? DIE_COMMIT : DIE_NONE;
         if (c->die_point == DIE_NONE) {
-            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback|rejoin|shipped|moved)\n", pt);
+            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback|rejoin|shipped|moved|commit)\n",
+                    pt);
             return PHX_EINVAL;
         }
     }

@@ -198,7 +198,7 @@ typedef struct cr {
     cr_probe_t probe;
 } cr_t;
 
-enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN, DIE_SHIPPED, DIE_MOVED };
+enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN, DIE_SHIPPED, DIE_MOVED, DIE_COMMIT };
 
 enum { BK_TX = 1, BK_RX = 2 };
 
@@ -207,6 +207,11 @@ int cr_dead_since(const cr_t *c, const phx_ck_copy_t *slot, uint8_t *since);
 int cr_rolls_back(const cr_t *c, int r);
 int cr_coord(const cr_t *c);
 void cr_ctl(cr_t *c, int peer, int tag, uint64_t id, const void *buf, size_t len);
+/* Test hook (PHX_CKPT_DIE=RANK:EPOCH:commit): the coordinator sends the
+ * COMMIT of checkpoint id to every live member but the highest, then dies
+ * once those frames are written. Returns 1 when it did (the caller sends
+ * nothing more), 0 otherwise. */
+int cr_die_mid_commit(cr_t *c, uint64_t id);
 void cr_ctl_all(cr_t *c, int tag, uint64_t id, const void *buf, size_t len, int with_self);
 void cr_fatal(cr_t *c, int code, const char *fmt, const char *what);
 void cr_progress(cr_t *c);

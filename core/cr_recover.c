@@ -253,6 +253,13 @@ static void do_rollback(cr_t *c)
         cr_fatal(c, 1, "no local copy of epoch %s to roll back to", what);
         return;
     }
+    /* The decided epoch was committed (its COMMIT may not have reached us
+     * before its sender died or the round began): left uncommitted here,
+     * this node would open its slot again for the next checkpoint and
+     * overwrite the copy a later failure must roll back to, or refuse that
+     * checkpoint for want of a free slot. */
+    if (c->store.committed < cr_rb_epoch(c))
+        phx_ck_store_commit(&c->store, cr_rb_epoch(c));
     int lost = -1, lost_buddy = -1;
     int *loc = malloc((size_t)c->nloc * sizeof *loc);
     if (!loc) {

@@ -170,6 +170,8 @@ void cr_on_all_ready(cr_t *c, uint64_t id)
         cr_ctl_eset(c, CK_COMMIT, id, phx_ck_id_epoch(id), 0, 1, slot->loc, slot->buddy);
         return;
     }
+    if (cr_die_mid_commit(c, id))
+        return;
     cr_ctl_all(c, CK_COMMIT, id, NULL, 0, 1);
     if (done && !atomic_load(&c->n->stopping)) {
         PHX_INFO("td", "cut: global termination detected at epoch %llu", (unsigned long long)phx_ck_id_epoch(id));

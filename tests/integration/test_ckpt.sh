@@ -93,6 +93,19 @@ finish_job
 verify "kill between store and commit"
 check "stored: rolled back to epoch 3, the last committed" grep -qs '"ev":"rollback","epoch":3,' "$DIR"/ev.*.jsonl
 
+# ---- the coordinator dies while committing epoch 4 --------------------------------
+# Its COMMIT reaches every member but the highest rank (the hook), which
+# reports epoch 3 while the others report 4. The decision is 4; the member
+# that missed the COMMIT must count 4 committed from its rollback on, or
+# the next checkpoint finds no free slot there (its copies are 3, which it
+# thinks committed, and 4) and the job ends on a needless error.
+start commit PHX_CKPT_DIE=0:4:commit
+finish_job
+verify "coordinator dies mid-COMMIT"
+check "commit: rolled back to epoch 4, which only some members heard committed" \
+    grep -qs '"ev":"rollback","epoch":4,' "$DIR"/ev.*.jsonl
+check "commit: epoch 5 committed after the recovery" grep -qs '"ev":"ckpt_commit","epoch":5,' "$DIR"/ev.1.jsonl
+
 # ---- a second failure during the recovery from the first ------------------------
 start during PHX_CKPT_DIE=6:0:rollback
 kill_at $KILL_AT 2
