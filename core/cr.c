@@ -220,27 +220,18 @@ static void dispatch(cr_t *c, int peer, uint32_t tag, uint64_t id, const uint8_t
         cr_on_cack(c, peer, id, p, len);
         break;
     case CK_ACK:
-        if (c->phase == PH_CK && id == c->ck_id) {
-            c->acked = 1;
-            c->t_acked = phx_now_ns();
-            cr_progress(c);
-        }
+        cr_on_ack(c, id);
         break;
-    case CK_READY: {
-        uint64_t queued;
-        if (!phx_ck_ready_dec(p, len, &queued))
-            phx_ck_quiet_count(&c->probe.quiet, peer, id, queued);
-        if (id == c->commit_id && phx_ck_commit_ready(&c->commit, peer, phx_ck_id_epoch(id), c->dead))
-            cr_on_all_ready(c, id);
+    case CK_READY:
+        cr_on_ready(c, peer, id, p, len);
         break;
-    }
     case CK_IDLE:
         phx_ck_quiet_idle(&c->probe.quiet, peer, (int)id);
         cr_maybe_probe(c);
         break;
     case CK_COMMIT:
-        if (c->disk.dir && id == c->ck_id && cr_coord(c) == c->self) {
-            c->disk.epoch = c->ck_epoch;
+        if (c->disk.dir && id == phx_ck_cm_id(c->cm) && cr_coord(c) == c->self) {
+            c->disk.epoch = phx_ck_cm_epoch(c->cm);
             memset(c->disk.ok, 0, (size_t)c->size);
         }
         cr_on_commit(c, id, p, len);
@@ -380,7 +371,7 @@ static int cr_init(phx_node_t *n, void **out)
         !c->xfer.blob || !c->xfer.len || !c->xfer.epoch || !c->rj.inc || !c->rj.taken || !c->fresh ||
         !c->rj.loc || !c->rj.buddy || !c->home.loc || !c->home.from || !c->home.in || !c->home.out || !c->home.in_len || !c->home.in_id ||
         !c->home.in_done || phx_ck_join_init(&c->rj.join, n->size) ||
-        phx_ck_commit_init(&c->commit, n->size) || phx_ck_rec_create(n->size, n->rank, &c->rec) ||
+        phx_ck_cm_create(n->size, n->rank, &c->cm) || phx_ck_rec_create(n->size, n->rank, &c->rec) ||
         phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc) ||
         phx_ck_quiet_init(&c->probe.quiet, n->size, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_timeout_ms)) {
         free(host);
@@ -526,7 +517,7 @@ static void cr_stop(void *st)
 static void cr_destroy(void *st)
 {
     cr_t *c = st;
-    phx_ck_commit_free(&c->commit);
+    phx_ck_cm_destroy(c->cm);
     phx_ck_rec_destroy(c->rec);
     phx_ck_filter_free(&c->filt);
     phx_ck_store_free(&c->store);   /* orphans the blobs still referenced */
@@ -585,7 +576,7 @@ const phx_recovery_ops_t phx_recovery_cr = {
     .on_ctrl = handle_ctrl,
     .rx_claim = cr_rx_claim,
     .rx_claimed = cr_rx_claimed,
-    .on_failure = cr_on_failure,
+    .on_failure = cr_ck_failure,
     .on_peer_up = cr_on_peer_up,
     .on_checkpoint = cr_on_checkpoint,
     .worker_pause = cr_worker_pause,

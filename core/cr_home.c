@@ -49,7 +49,7 @@ int cr_migrate(cr_t *c)
             if (!(rc = cr_snapshot(c, &b, &len))) {
                 free(c->home.out[r]);
                 c->home.out[r] = b;
-                rc = cr_bulk_send(c, BK_MIG, r, c->self, c->ck_id, c->ck_epoch, b, len);
+                rc = cr_bulk_send(c, BK_MIG, r, c->self, phx_ck_cm_id(c->cm), phx_ck_cm_epoch(c->cm), b, len);
             }
             phx_ck_blob_head_t bh;
             sent += b && !phx_ck_blob_head_get(b, len, &bh) ? bh.ntasks : 0;
@@ -67,7 +67,7 @@ int cr_migrate(cr_t *c)
                 c->home.migrating = 1;
                 rc = cr_restore_blob(c, own, len, 1, NULL, &kept);
                 c->home.migrating = 0;
-                phx_evlog("migrate_out", "\"epoch\":%llu,\"tasks\":%u,\"kept\":%u", (unsigned long long)c->ck_epoch,
+                phx_evlog("migrate_out", "\"epoch\":%llu,\"tasks\":%u,\"kept\":%u", (unsigned long long)phx_ck_cm_epoch(c->cm),
                           sent, kept);
             }
             free(own);
@@ -84,7 +84,7 @@ int cr_migrate(cr_t *c)
         takes = 1;
         if (c->home.in_done[s])
             continue;
-        if (!c->home.in[s] || c->home.in_id[s] != c->ck_id) {
+        if (!c->home.in[s] || c->home.in_id[s] != phx_ck_cm_id(c->cm)) {
             wait = 1;   /* on its way */
             continue;
         }
@@ -95,7 +95,7 @@ int cr_migrate(cr_t *c)
         c->home.in_done[s] = 1;
         free(c->home.in[s]);
         c->home.in[s] = NULL;
-        phx_evlog("migrate_in", "\"epoch\":%llu,\"tasks\":%u,\"from\":%d", (unsigned long long)c->ck_epoch, k, s);
+        phx_evlog("migrate_in", "\"epoch\":%llu,\"tasks\":%u,\"from\":%d", (unsigned long long)phx_ck_cm_epoch(c->cm), k, s);
     }
     if (rc) {
         cr_fatal(c, 1, "moving tasks home failed: %s", phx_strerror(rc));

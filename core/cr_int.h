@@ -25,6 +25,7 @@
 #include "core/recovery.h"
 #include "ft/ckpt/ckpt.h"
 #include "ft/ckpt/ckpt_msg.h"
+#include "ft/ckpt/commit.h"
 #include "ft/ckpt/member.h"
 #include "ft/ckpt/quiet.h"
 #include "ft/ckpt/recover.h"
@@ -150,14 +151,13 @@ typedef struct cr {
     uint8_t *dead;
     int ndead;
     enum phase phase;
-    /* checkpoint in progress */
-    uint64_t ck_id, ck_epoch, t_begin;
+    /* checkpoint in progress: the commit round's state (ft/ckpt/commit.h) */
+    phx_ck_cm_t *cm;
+    uint64_t ck_epoch;          /* phx_ck_cm_epoch at its BEGIN, for cr_recover.c's log line */
+    uint64_t t_begin;
     uint64_t t_paused, t_marked, t_stored, t_acked;   /* phases of this checkpoint (events) */
-    int marks_sent, snapped, acked, ready_sent;
     size_t ck_bytes;
     /* coordinator */
-    phx_ck_commit_t commit;
-    uint64_t commit_id;
     /* the recovery round (ft/ckpt/recover.h): reports, decision, restore order */
     phx_ck_rec_t *rec;
     uint64_t t_fail;
@@ -245,7 +245,9 @@ void *cr_empty_blob(cr_t *c, uint64_t e, size_t *len);
 void cr_begin_checkpoint(cr_t *c);
 void cr_on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len);
 void cr_ck_progress(cr_t *c);
-void cr_on_all_ready(cr_t *c, uint64_t id);
+void cr_on_ready(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len);
+void cr_on_ack(cr_t *c, uint64_t id);
+int cr_ck_failure(void *st, int rank);
 void cr_maybe_probe(cr_t *c);
 void cr_on_idle_timer(uv_timer_t *t);
 void cr_write_disk(cr_t *c, uint64_t e);

@@ -495,7 +495,6 @@ int cr_on_failure(void *st, int rank)
         c->t_fail = phx_now_ns();
         if (c->phase == PH_CK)
             PHX_INFO("ckpt", "rank %d died during checkpoint %llu: aborted", rank, (unsigned long long)c->ck_epoch);
-        phx_ck_commit_abort(&c->commit);
         c->phase = PH_REC;
     }
     phx_ck_rec_view_t v = view(c);

@@ -1,6 +1,9 @@
-/* recovery=cr: the checkpoint (commit) round: BEGIN, markers, snapshot,
- * buddy copy, READY, COMMIT; the disk copy of a committed epoch; the
- * coordinator's idle probes (td=cut). */
+/* recovery=cr: the checkpoint (commit) round's glue: the decisions are the
+ * machine's (ft/ckpt/commit.h: BEGIN, markers, snapshot, buddy copy, READY,
+ * COMMIT); this file feeds it the control frames and carries out its
+ * actions (frames, worker pause, serialisation, the buddy copy, the commit
+ * here). Also the disk copy of a committed epoch and the coordinator's idle
+ * probes (td=cut). */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +12,17 @@
 #include "core/eventlog.h"
 #include "core/metrics.h"
 #include "core/cr_int.h"
+
+/* What an action needs from the frame that caused it. */
+typedef struct ck_ctx {
+    const void *body;            /* BEGIN to send: buddies and table */
+    size_t len;
+    const phx_ck_begin_t *begin; /* PAUSE: the BEGIN accepted */
+    const uint8_t *p;            /* COMMIT: its body (joins) */
+    size_t plen;
+} ck_ctx_t;
+
+static void act(cr_t *c, const phx_ck_cm_out_t *o, const ck_ctx_t *x);
 
 void cr_begin_checkpoint(cr_t *c)
 {
@@ -21,7 +35,6 @@ void cr_begin_checkpoint(cr_t *c)
         c->ck_deferred = 1;
         return;
     }
-    uint64_t id = phx_ck_id((uint32_t)c->ndead, (uint32_t)e);
     int32_t *b = malloc((size_t)c->size * sizeof *b);
     if (!b) {
         cr_fatal(c, 1, "%s", "out of memory starting a checkpoint");
@@ -39,10 +52,10 @@ void cr_begin_checkpoint(cr_t *c)
     }
     phx_ck_begin_t bm = { .buddy = b, .loc = cr_home_table(c, c->home.loc) ? c->home.loc : NULL };
     long len = phx_ck_begin_enc(&bm, c->size, c->nloc, buf, cap);
-    phx_ck_commit_begin(&c->commit, e);
-    c->commit_id = id;
+    phx_ck_cm_out_t out = { 0 };
+    uint64_t id = phx_ck_cm_start(c->cm, e, c->ndead, &out);
     phx_ck_quiet_begin(&c->probe.quiet, id);
-    cr_ctl_all(c, CK_BEGIN, id, buf, (size_t)len, 1);
+    act(c, &out, &(ck_ctx_t){ .body = buf, .len = (size_t)len });
     free(buf);
     free(b);
 }
@@ -50,30 +63,37 @@ void cr_begin_checkpoint(cr_t *c)
 void cr_on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
 {
     phx_ck_begin_t m;
-    if (c->phase != PH_IDLE || (int)phx_ck_id_round(id) != c->ndead || phx_ck_begin_dec(p, len, c->size, c->nloc, &m))
-        return;   /* a failure is being handled, or a stale round */
-    for (size_t i = 0; i < m.table.n; i++) {
+    if (c->phase != PH_IDLE || phx_ck_begin_dec(p, len, c->size, c->nloc, &m))
+        return;   /* a failure is being handled */
+    int bad = -1;
+    for (size_t i = 0; i < m.table.n && bad < 0; i++) {
         int r = phx_wire_a32_i32(m.table, i);
-        if (r < 0 || r >= c->size || c->dead[r]) {
-            PHX_WARN("ckpt", "checkpoint %llu: BEGIN moves a slice to rank %d, not a live rank; ignored",
-                     (unsigned long long)phx_ck_id_epoch(id), r);
-            return;
-        }
+        if (r < 0 || r >= c->size || c->dead[r])
+            bad = r;
     }
-    uint64_t e = phx_ck_id_epoch(id);
+    phx_ck_cm_out_t out = { 0 };
+    if (phx_ck_cm_on_begin(c->cm, id, c->ndead, bad < 0, &out) < 0)
+        PHX_WARN("ckpt", "checkpoint %llu: BEGIN moves a slice to rank %d, not a live rank; ignored",
+                 (unsigned long long)phx_ck_id_epoch(id), bad);
+    act(c, &out, &(ck_ctx_t){ .begin = &m });
+}
+
+/* PAUSE: this node takes part in checkpoint id with the BEGIN's tables. */
+static void ck_pause(cr_t *c, uint64_t e, const phx_ck_begin_t *m)
+{
     phx_ck_copy_t *slot = phx_ck_store_open(&c->store, e);
     if (!slot) {
         cr_fatal(c, 1, "%s", "checkpoint slot busy (internal error)");
         return;
     }
     for (int r = 0; r < c->size; r++) {
-        c->buddy[r] = phx_wire_a32_i32(m.buddies, (size_t)r);
+        c->buddy[r] = phx_wire_a32_i32(m->buddies, (size_t)r);
         slot->buddy[r] = c->buddy[r];
     }
     memcpy(slot->loc, c->loc, (size_t)c->nloc * sizeof *c->loc);
-    if (m.table.n) {   /* slices go home at this cut: the epoch holds them there */
+    if (m->table.n) {   /* slices go home at this cut: the epoch holds them there */
         for (int i = 0; i < c->nloc; i++)
-            c->home.loc[i] = phx_wire_a32_i32(m.table, (size_t)i);
+            c->home.loc[i] = phx_wire_a32_i32(m->table, (size_t)i);
         memcpy(c->home.from, c->loc, (size_t)c->nloc * sizeof *c->loc);
         memcpy(slot->loc, c->home.loc, (size_t)c->nloc * sizeof *c->loc);
         memset(c->home.in_done, 0, (size_t)c->size);
@@ -82,9 +102,7 @@ void cr_on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
     }
     cr_bulk_drop(c, BK_COPY, BK_TX);   /* an aborted attempt's, whose blob the store may drop */
     c->phase = PH_CK;
-    c->ck_id = id;
     c->ck_epoch = e;
-    c->marks_sent = c->snapped = c->acked = c->ready_sent = 0;
     c->t_begin = phx_now_ns();
     phx_evlog("ckpt_begin", "\"epoch\":%llu", (unsigned long long)e);
     cr_pause_workers(c);
@@ -93,64 +111,61 @@ void cr_on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
 
 void cr_ck_progress(cr_t *c)
 {
+    phx_ck_cm_out_t out = { 0 };
+    phx_ck_cm_on_progress(c->cm, c->pause.paused, &c->filt, c->dead, &out);
+    act(c, &out, NULL);
+}
+
+/* SNAPSHOT: every marker is in; the state is serialised and kept here. */
+static void ck_snapshot(cr_t *c, uint64_t e)
+{
     phx_node_t *n = c->n;
-    if (!c->pause.paused)
+    c->t_marked = phx_now_ns();
+    /* The serialisation holds this thread: what is queued for the links
+     * (markers, chunk acks) leaves first, or the peers wait for it. */
+    phx_net_flush(n->net);
+    phx_node_batch_flush(n);
+    if (c->home.mig && !cr_migrate(c))
+        return;   /* asked again when the moved slices are in */
+    void *blob;
+    size_t len;
+    int rc = cr_snapshot(c, &blob, &len);
+    if (rc) {
+        PHX_ERROR("ckpt", "cannot serialise this node's state: %s", phx_strerror(rc));
+        phx_node_exit(n, 1, 1);
         return;
-    if (!c->marks_sent) {
-        c->t_paused = phx_now_ns();
-        /* Everything the paused workers sent goes onto the links before
-         * the marker. */
-        phx_node_drain_outbox(n);
-        cr_ctl_all(c, CK_MARK, c->ck_id, NULL, 0, 0);
-        c->marks_sent = 1;
     }
-    if (!c->snapped && phx_ck_filter_marked(&c->filt, c->self, c->ck_id, c->dead)) {
-        c->t_marked = phx_now_ns();
-        /* The serialisation holds this thread: what is queued for the links
-         * (markers, chunk acks) leaves first, or the peers wait for it. */
-        phx_net_flush(n->net);
-        phx_node_batch_flush(n);
-        if (c->home.mig && !cr_migrate(c))
-            return;
-        void *blob;
-        size_t len;
-        int rc = cr_snapshot(c, &blob, &len);
-        if (rc) {
-            PHX_ERROR("ckpt", "cannot serialise this node's state: %s", phx_strerror(rc));
-            phx_node_exit(n, 1, 1);
-            return;
-        }
-        c->ck_bytes = len;
-        c->snapped = 1;
-        if ((rc = phx_ck_store_put_own(&c->store, c->ck_epoch, blob, len))) {
-            free(blob);
-            cr_fatal(c, 1, "%s", "checkpoint slot busy (internal error)");
-            return;
-        }
-        int b = c->buddy[c->self];
-        if (b < 0) {
-            c->acked = 1;   /* a job of one node has no second copy */
-            c->t_acked = c->t_stored;
-        }
-        else if ((rc = cr_bulk_send(c, BK_COPY, b, c->self, c->ck_id, c->ck_epoch, blob, len))) {
-            cr_fatal(c, 1, "%s", "out of memory sending the buddy copy");
-            return;
-        }
-        c->t_stored = phx_now_ns();
-        /* ms since BEGIN: workers paused, every marker in, state serialised */
-        phx_evlog("ckpt_stored", "\"epoch\":%llu,\"bytes\":%zu,\"paused\":%.3f,\"marked\":%.3f,\"ms\":%.3f,"
-                  "\"queued\":%llu",
-                  (unsigned long long)c->ck_epoch, len, (double)(c->t_paused - c->t_begin) / 1e6,
-                  (double)(c->t_marked - c->t_begin) / 1e6, (double)(c->t_stored - c->t_begin) / 1e6,
-                  (unsigned long long)c->probe.queued);
-        if (c->die_point == DIE_STORED && c->die_epoch == c->ck_epoch)
-            raise(SIGKILL);   /* test: between the local store and the commit */
+    c->ck_bytes = len;
+    if ((rc = phx_ck_store_put_own(&c->store, e, blob, len))) {
+        free(blob);
+        cr_fatal(c, 1, "%s", "checkpoint slot busy (internal error)");
+        return;
     }
-    if (c->acked && !c->ready_sent) {
-        c->ready_sent = 1;
-        uint8_t q[PHX_CK_READY_LEN];
-        phx_ck_ready_enc(q, c->probe.queued);
-        cr_ctl(c, cr_coord(c), CK_READY, c->ck_id, q, sizeof q);
+    int b = c->buddy[c->self];
+    if (b < 0)
+        c->t_acked = c->t_stored;
+    phx_ck_cm_out_t out = { 0 };
+    phx_ck_cm_on_snapshot_done(c->cm, b, &out);
+    act(c, &out, NULL);
+}
+
+/* READY(id) from peer, at the coordinator. */
+void cr_on_ready(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len)
+{
+    uint64_t queued;
+    if (!phx_ck_ready_dec(p, len, &queued))
+        phx_ck_quiet_count(&c->probe.quiet, peer, id, queued);
+    phx_ck_cm_out_t out = { 0 };
+    phx_ck_cm_on_ready(c->cm, peer, id, c->dead, &out);
+    act(c, &out, NULL);
+}
+
+/* The buddy holds this node's copy of id (its ACK). */
+void cr_on_ack(cr_t *c, uint64_t id)
+{
+    if (phx_ck_cm_on_copy_stored(c->cm, id)) {
+        c->t_acked = phx_now_ns();
+        cr_progress(c);
     }
 }
 
@@ -158,7 +173,7 @@ void cr_ck_progress(cr_t *c)
  * rank had a message queued at its cut, the job is over: commit it (so a
  * failure from here rolls back to a finished state, which ends again at
  * once) and end the job everywhere, as phx_exit does. */
-void cr_on_all_ready(cr_t *c, uint64_t id)
+static void on_all_ready(cr_t *c, uint64_t id)
 {
     int probe = c->probe.on;
     c->probe.on = 0;
@@ -178,6 +193,107 @@ void cr_on_all_ready(cr_t *c, uint64_t id)
         phx_evlog("td_declare", "\"td\":\"cut\",\"epoch\":%llu", (unsigned long long)phx_ck_id_epoch(id));
         phx_node_exit(c->n, c->n->exit_code, 1);
     }
+}
+
+/* SEND: one of the round's frames. */
+static void ck_send(cr_t *c, const phx_ck_cm_act_t *a, const ck_ctx_t *x)
+{
+    int tag = 0;
+    const void *body = NULL;
+    size_t len = 0;
+    uint8_t q[PHX_CK_READY_LEN];
+    switch (a->msg) {
+    case PHX_CK_CM_M_BEGIN:
+        tag = CK_BEGIN;
+        body = x->body;
+        len = x->len;
+        break;
+    case PHX_CK_CM_M_MARK:
+        tag = CK_MARK;
+        break;
+    case PHX_CK_CM_M_READY:
+        tag = CK_READY;
+        phx_ck_ready_enc(q, c->probe.queued);
+        body = q;
+        len = sizeof q;
+        break;
+    case PHX_CK_CM_M_COMMIT:   /* the decision: its body and the end of the job are the glue's */
+        on_all_ready(c, a->id);
+        return;
+    }
+    if (a->dst == PHX_CK_CM_ALL)
+        cr_ctl_all(c, tag, a->id, body, len, a->self);
+    else
+        cr_ctl(c, a->dst == PHX_CK_CM_COORD ? cr_coord(c) : a->dst, tag, a->id, body, len);
+}
+
+/* STORED: own copy kept, buddy copy on its way. */
+static void ck_stored(cr_t *c, uint64_t e)
+{
+    c->t_stored = phx_now_ns();
+    /* ms since BEGIN: workers paused, every marker in, state serialised */
+    phx_evlog("ckpt_stored", "\"epoch\":%llu,\"bytes\":%zu,\"paused\":%.3f,\"marked\":%.3f,\"ms\":%.3f,"
+              "\"queued\":%llu",
+              (unsigned long long)e, c->ck_bytes, (double)(c->t_paused - c->t_begin) / 1e6,
+              (double)(c->t_marked - c->t_begin) / 1e6, (double)(c->t_stored - c->t_begin) / 1e6,
+              (unsigned long long)c->probe.queued);
+    if (c->die_point == DIE_STORED && c->die_epoch == e)
+        raise(SIGKILL);   /* test: between the local store and the commit */
+}
+
+static void ck_commit(cr_t *c, uint64_t e, const uint8_t *p, size_t len);
+
+static void act(cr_t *c, const phx_ck_cm_out_t *o, const ck_ctx_t *x)
+{
+    for (int i = 0; i < o->n; i++) {
+        const phx_ck_cm_act_t *a = &o->a[i];
+        switch (a->kind) {
+        case PHX_CK_CM_SEND:
+            ck_send(c, a, x);
+            break;
+        case PHX_CK_CM_PAUSE:
+            ck_pause(c, a->epoch, x->begin);
+            break;
+        case PHX_CK_CM_CUT:
+            c->t_paused = phx_now_ns();
+            /* Everything the paused workers sent goes onto the links before
+             * the marker. */
+            phx_node_drain_outbox(c->n);
+            break;
+        case PHX_CK_CM_SNAPSHOT:
+            ck_snapshot(c, a->epoch);
+            break;
+        case PHX_CK_CM_SHIP: {
+            phx_ck_copy_t *slot = phx_ck_store_get(&c->store, a->epoch);
+            if (!slot || cr_bulk_send(c, BK_COPY, a->dst, c->self, a->id, a->epoch, slot->own, slot->own_len)) {
+                cr_fatal(c, 1, "%s", "out of memory sending the buddy copy");
+                return;
+            }
+            break;
+        }
+        case PHX_CK_CM_STORED:
+            ck_stored(c, a->epoch);
+            break;
+        case PHX_CK_CM_COMMIT:
+            ck_commit(c, a->epoch, x ? x->p : NULL, x ? x->plen : 0);
+            break;
+        case PHX_CK_CM_ABORT:   /* cr_on_failure starts the recovery round */
+            break;
+        }
+    }
+}
+
+/* A failure notice: the round in progress ends here, then the recovery
+ * round takes over (cr_on_failure). */
+int cr_ck_failure(void *st, int rank)
+{
+    cr_t *c = st;
+    if (rank >= 0 && rank < c->size && !c->dead[rank]) {
+        phx_ck_cm_out_t out = { 0 };
+        phx_ck_cm_on_failure(c->cm, rank, &out);
+        act(c, &out, NULL);
+    }
+    return cr_on_failure(st, rank);
 }
 
 /* Coordinator: a probe when every live rank last said it was idle. */
@@ -226,9 +342,15 @@ void cr_on_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
         cr_join_at_commit(c, id, p, len);
         return;
     }
-    if (c->phase != PH_CK || id != c->ck_id)
-        return;
-    phx_ck_store_commit(&c->store, c->ck_epoch);
+    phx_ck_cm_out_t out = { 0 };
+    phx_ck_cm_on_commit(c->cm, id, &out);
+    act(c, &out, &(ck_ctx_t){ .p = p, .plen = len });
+}
+
+/* COMMIT: epoch e is committed here (p, len: the COMMIT's body). */
+static void ck_commit(cr_t *c, uint64_t e, const uint8_t *p, size_t len)
+{
+    phx_ck_store_commit(&c->store, e);
     /* A rank taken in at the last commit may coordinate from here on. */
     memset(c->fresh, 0, (size_t)c->size);
     phx_ck_eset_t m;
@@ -241,26 +363,25 @@ void cr_on_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
     if (c->home.mig) {
         cr_bulk_drop(c, BK_MIG, BK_TX | BK_RX);
         cr_mig_reset(c);
-        phx_evlog("home", "\"epoch\":%llu", (unsigned long long)c->ck_epoch);
+        phx_evlog("home", "\"epoch\":%llu", (unsigned long long)e);
     }
     double ms = (double)(phx_now_ns() - c->t_begin) / 1e6;
     phx_metrics_add(PHX_M_CKPT_COUNT, 1);
     phx_metrics_add(PHX_M_CKPT_BYTES, c->ck_bytes);
     phx_metrics_set(PHX_M_CKPT_LAST_NS, phx_now_ns() - c->t_begin);
     phx_metrics_observe(PHX_H_CKPT_COMMIT, phx_now_ns() - c->t_begin);
-    phx_metrics_set(PHX_M_EPOCH, c->ck_epoch);
+    phx_metrics_set(PHX_M_EPOCH, e);
     phx_evlog("ckpt_commit", "\"epoch\":%llu,\"bytes\":%zu,\"ms\":%.3f,\"copied\":%.3f",
-              (unsigned long long)c->ck_epoch, c->ck_bytes, ms, (double)(c->t_acked - c->t_begin) / 1e6);
-    PHX_INFO("ckpt", "epoch %llu committed (%zu bytes here, %.1f ms)", (unsigned long long)c->ck_epoch,
-             c->ck_bytes, ms);
+              (unsigned long long)e, c->ck_bytes, ms, (double)(c->t_acked - c->t_begin) / 1e6);
+    PHX_INFO("ckpt", "epoch %llu committed (%zu bytes here, %.1f ms)", (unsigned long long)e, c->ck_bytes, ms);
     c->phase = PH_IDLE;
     c->pr = 0;
     if (c->lis)
-        c->lis(c->lis_arg, PHX_CR_COMMIT, c->ck_epoch);
+        c->lis(c->lis_arg, PHX_CR_COMMIT, e);
     if (c->lis && joins)
-        c->lis(c->lis_arg, PHX_CR_JOINED, c->ck_epoch);
+        c->lis(c->lis_arg, PHX_CR_JOINED, e);
     cr_resume_workers(c);
-    cr_write_disk(c, c->ck_epoch);
+    cr_write_disk(c, e);
     if (joins)
         cr_begin_checkpoint(c);   /* the newcomers' slices go home at once (home_table) */
 }
