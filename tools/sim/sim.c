@@ -212,7 +212,7 @@ typedef struct sim {
     /* the stencil app and mlog-causal */
     app_task_t *task;
     int app_stop, nbehind, ml_partial, ml_gap, ml_hold_max, ml_order_bad;
-    uint64_t app_msgs, app_local, caught_at, ml_release_at, ml_replay_from;
+    uint64_t app_msgs, app_local, caught_at, ml_release_at;
     uint64_t ml_dets_back, ml_msgs_back, ml_back_bytes, ml_rdone_marks, ml_acks;
     uint64_t ml_pb_bytes, ml_ack_bytes, app_dups, ml_rfins;
     int ml_fallback, ml_work_lost, ml_drops, ml_holds;   /* rec actions: FALLBACK, WORK_LOST, DROP; HOLDs on */
@@ -915,9 +915,10 @@ static void app_on_crash(void)
     S.nbehind = 0;
 }
 
-/* The coordinator decided (round = dead count): the dead ranks' tasks
- * restart at their first slice's host (from step 0, replaying under mlog);
- * under cr every task will roll back (app_on_local_decide). */
+/* The coordinator decided, partially or not: the dead ranks' tasks
+ * restart at their first slice's host from step 0 (a partial round's BEGIN
+ * there gives them replay records); otherwise every task will roll back
+ * (app_on_local_decide). */
 static void app_on_decided(const uint8_t *dead, int partial)
 {
     if (!S.task)
