@@ -60,6 +60,9 @@ for seed in 1 2 3; do
 done
 run --seed=1 --mlog=1 --app-start-ms=2500 --crash=5@3000 --crash=600@3000
 run --seed=1 --cr=1 --app=1 --app-start-ms=2500 --crash=5@3000
+# the coordinator dying right after it decided the partial round: the new
+# coordinator hears pr from the ranks that began it and decides globally
+run --seed=1 --mlog=1 --app-start-ms=2500 --crash=5@3000 --crash=0@3902.1
 # a second failure during the first one's partial round (rank 600 dies
 # before its hand-back, known while the replay runs): every live node's
 # ft/mlog/rec machine must void the replay (DROP) and fall back to the
