@@ -6,9 +6,10 @@ neighbour; the last checkpoint at t = 2 s), and lose rank 5 at t = 3 s.
 cr (--cr=1 --app=1): every task rolls back to the checkpoint and runs the
 lost second again. mlog-causal (--mlog=1): the real ft/mlog SCML logs every
 remote message and piggybacks dets; the recovery round is cr's, partial
-(survivors keep their state: no restore, no MARKs), then the survivors hand
-back dets and logged messages and only the dead rank's task replays, on
-its first slice's host. "caught up" = every task back at the step it had
+(survivors keep their state: no restore, no MARKs), decided and carried
+by every node's real ft/mlog/rec machine: the survivors hand back dets and
+logged messages, send RDONE (then RFIN) to every live rank, and only the
+dead rank's task replays, on its first slice's host. "caught up" = every task back at the step it had
 reached at the crash. SIM_ML_NS (default "1024 4096 16384") and SIM_ML_MB
 ("1 16 64 256 1024 4096", at n = 1024) choose the runs."""
 import os
@@ -28,7 +29,7 @@ def one(n, mb, mode, extra):
     row = [n, "%g" % mb, mode, "%.1f" % c["detect_ms"], "%.1f" % c["go_ms"],
            "%.1f" % a["release_ms"] if ml else "-", "%.1f" % a["caught_ms"],
            "%.1f" % (a["caught_ms"] - (a["release_ms"] if ml else c["go_ms"])),
-           "%.2f" % a["redone_node_s"], c["marks"] + a["rdone_counted"],
+           "%.2f" % a["redone_node_s"], c["marks"] + a["rdone_counted"], a.get("rfins", "-") if ml else "-",
            "%.0f" % (a["back_bytes"] / 1024) if ml else "-",
            "%.0f / %.0f" % (a["pb_bytes_per_msg"], a["ack_bytes_per_msg"]) if ml else "-",
            a["log_max"] if ml else "-", a["gap"] if ml else "-",
@@ -38,7 +39,7 @@ def one(n, mb, mode, extra):
 
 def main():
     head = ["n", "state MiB", "recovery", "detect ms", "last GO ms", "released ms",
-            "caught up ms", "release (mlog) or GO (cr) to caught up ms", "work redone (node-s)", "MARKs + RDONEs",
+            "caught up ms", "release (mlog) or GO (cr) to caught up ms", "work redone (node-s)", "MARKs + RDONEs", "RFINs",
             "hand-back KiB", "trailer / ack B per app msg", "log entries (max node)", "det gaps",
             "KiB/node", "wall s"]
     rows, by_n, by_mb = [], {}, {}

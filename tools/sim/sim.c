@@ -37,6 +37,7 @@
 #include "ft/hb/bcast.h"
 #include "ft/hb/hb.h"
 #include "ft/hb/ring.h"
+#include "ft/mlog/rec.h"
 #include "ft/mlog/scml.h"
 #include "ft/termination/td.h"
 
@@ -55,7 +56,10 @@ enum { CR_STATE, CR_DECIDE, CR_XFER, CR_DONE, CR_GO };
 #define CR_SLICES 32   /* PHX_LOC_SLICES (core/node.h) */
 /* The stencil app and mlog-causal (core/mlog.c) messages, in the tag's low
  * byte; the sender's rollback epoch above. */
-enum { ML_APP, ML_STEP, ML_ACK, ML_RDETS, ML_RMSG, ML_RDONE, ML_KICK };
+enum { ML_APP, ML_STEP, ML_ACK, ML_RDETS, ML_RMSG, ML_RDONE, ML_KICK, ML_RFIN };
+/* DECIDE's flag (tag bit 31): the round is partial (mlog); the round
+ * (dead count) sits in bits 8..30. */
+#define CR_PARTIAL (1u << 31)
 enum lat_dist { LAT_CONST, LAT_UNIFORM, LAT_EXP };
 
 typedef struct ev {
@@ -110,7 +114,14 @@ typedef struct node {
     phx_ml_t *ml;                /* the real SCML state of this node */
     uint32_t epoch;              /* rollbacks seen (cr): older app frames are dropped */
     uint8_t app_paused;          /* workers paused between DECIDE and GO */
-    int ml_rdone;                /* hand-backs complete (RDONE) received, new host */
+    phx_ml_rec_t *rec;           /* the real partial-round machine of this node (ft/mlog/rec.h) */
+    int cr_partial;              /* the DECIDE acted on was partial */
+    uint8_t ml_pr;               /* reported in STATE: bit 0 a round restored here, no GO yet, or global;
+                                  * bit 1 a partial round ended (GO) here (core/cr_int.h's pr) */
+    uint8_t *cr_pr;              /* coordinators under mlog: each rank's last reported pr */
+    uint8_t ml_phase, ml_held;   /* PHASE seen, replay phase not ended; cr's checkpoints held (HOLD) */
+    int ml_left;                 /* unfinished replay records here, plus the release guard */
+    int ml_guard;                /* the guard BEGIN added, taken back at RELEASE */
 } node_t;
 
 /* One app task per rank (task id = rank + 1 in ft/mlog): a 1-D stencil on
@@ -124,6 +135,7 @@ typedef struct app_task {
     uint32_t target;             /* step reached when the first crash happened */
     uint64_t free;               /* its worker is free from */
     uint8_t stepping, behind, replay, wait_go;
+    uint8_t rec_open;            /* its replay record counts in its host's ml_left */
     phx_ml_task_t mt;            /* rsn and installed dets (ft/mlog) */
     uint8_t *have[2];            /* replay: ssn available from left / right */
     uint32_t have_cap;
@@ -200,9 +212,12 @@ typedef struct sim {
     /* the stencil app and mlog-causal */
     app_task_t *task;
     int app_stop, nbehind, ml_partial, ml_gap, ml_hold_max, ml_order_bad;
-    uint64_t app_msgs, app_local, caught_at, ml_release_at, ml_replay_from;
+    uint64_t app_msgs, app_local, caught_at, ml_release_at;
     uint64_t ml_dets_back, ml_msgs_back, ml_back_bytes, ml_rdone_marks, ml_acks;
-    uint64_t ml_pb_bytes, ml_ack_bytes, app_dups;
+    uint64_t ml_pb_bytes, ml_ack_bytes, app_dups, ml_rfins;
+    int ml_fallback, ml_work_lost, ml_drops, ml_holds;   /* rec actions: FALLBACK, WORK_LOST, DROP; HOLDs on */
+    uint8_t **ml_since;        /* per round (dead count): the dead set its coordinator decided */
+    int ml_nsince, ml_in_drain, ml_holds_left, ml_phases_left;
     uint8_t *ml_buf;
     size_t ml_buf_cap;
     /* broadcast-only mode */
@@ -666,21 +681,30 @@ static void cr_send(int src, int dst, int type, int round, const void *buf, size
     nic_send(EV_CR, src, dst, (uint32_t)type | (uint32_t)round << 8, buf, len, wire);
 }
 
-/* ---- the stencil app and recovery=mlog-causal (core/mlog.c over ft/mlog) --
+/* ---- the stencil app and recovery=mlog-causal (core/mlog*.c over ft/mlog) -
  * App frames go through the real SCML of their hosts: a remote one is
  * logged (phx_ml_log) and carries the dets its link has not carried
  * (phx_ml_pb_encode_to); the receiver stores them (phx_ml_pb_store) and
- * acks (phx_ml_on_ack); a delivery makes the det (phx_ml_admit). The job's
- * first failure: cr's round, partial (survivors skip their restore and the
- * MARKs; the buddy ships the dead node's slices as under cr); at GO every
- * survivor hands back (phx_ml_restart_dets / _msgs) what it holds for the
- * dead rank's task to its new host, then RDONE to every live rank; the new
- * host installs the dets (phx_ml_task_install), replays in det order
- * (phx_ml_admit holds the rest) and releases once every RDONE is in
- * (phx_ml_task_release). Under cr every task rolls back to step 0 at
- * DECIDE and runs again from GO. "Caught up": every task is back at the
- * step it had reached when the crash happened. RDONE to ranks other than
- * the new host is counted and charged like cr's MARKs (nothing waits). */
+ * acks (phx_ml_on_ack); a delivery makes the det (phx_ml_admit).
+ * The recovery round is cr's (below), partial when the coordinator's
+ * phx_ml_rec_decide (ft/mlog/multi.h's rule over the dead set and every
+ * rank's reported pr) says so, shipped in DECIDE's flag: survivors then
+ * skip their restore and the MARKs; the buddy ships the dead node's slices
+ * as under cr. Each node runs the real partial-round machine
+ * (phx_ml_rec_t, ft/mlog/rec.h) as core/mlog_round.c does: failure
+ * notices, DECIDE (partial_begin, or on_rollback when global), GO
+ * (handback), RDONE / RFIN frames and the end of its replay phase go in;
+ * its actions become the simulator's: BEGIN gives the restored tasks
+ * hosted here replay records (phx_ml_task_restore), HANDBACK ships the
+ * dets (phx_ml_restart_dets) and logged messages (_msgs) held for them to
+ * their hosts, which install the dets (phx_ml_task_install) and replay in
+ * det order (phx_ml_admit holds the rest), SEND is one RDONE or RFIN frame
+ * to one live rank (simulated, FIFO behind the hand-back), RELEASE
+ * releases the records (phx_ml_task_release), DROP voids them under a
+ * global fallback; HOLD is counted (no checkpoint follows the crash here).
+ * Under cr every task rolls back to step 0 at DECIDE and runs again from
+ * GO. "Caught up": every task is back at the step it had reached when the
+ * crash happened. */
 
 static int app_side(int r, int from) { return from == (r + S.c.n - 1) % S.c.n ? 0 : 1; }
 
@@ -694,6 +718,7 @@ static uint8_t *ml_buf(size_t len)
 }
 
 static void stencil_try_step(int r);
+static void ml_rec_drain(int r, int rc);
 
 static void app_catch(int r)
 {
@@ -807,6 +832,12 @@ static void app_drain(int r)
     }
     if (held > S.ml_hold_max)
         S.ml_hold_max = held;
+    if (t->rec_open && t->mt.released && !t->mt.replaying) {   /* its record finished */
+        t->rec_open = 0;
+        x->ml_left--;
+        if (!S.ml_in_drain)
+            ml_rec_drain(t->host, 0);
+    }
     stencil_try_step(r);
 }
 
@@ -884,14 +915,14 @@ static void app_on_crash(void)
     S.nbehind = 0;
 }
 
-/* The coordinator decided (round = dead count): the dead ranks' tasks
- * restart at their first slice's host (from step 0, replaying under mlog);
- * under cr every task will roll back (app_on_local_decide). */
-static void app_on_decided(const uint8_t *dead, int round)
+/* The coordinator decided, partially or not: the dead ranks' tasks
+ * restart at their first slice's host from step 0 (a partial round's BEGIN
+ * there gives them replay records); otherwise every task will roll back
+ * (app_on_local_decide). */
+static void app_on_decided(const uint8_t *dead, int partial)
 {
     if (!S.task)
         return;
-    int partial = S.c.mlog && round == 1;
     S.ml_partial = partial;
     S.nbehind = 0;
     for (int r = 0; r < S.c.n; r++) {
@@ -907,12 +938,7 @@ static void app_on_decided(const uint8_t *dead, int round)
         t->wait_go = 1;
         phx_ml_task_free(&t->mt);
         memset(&t->mt, 0, sizeof t->mt);
-        t->replay = 0;
-        if (partial) {
-            phx_ml_task_restore(&t->mt, 0);
-            t->replay = 1;
-            S.ml_replay_from = S.now;
-        }
+        t->replay = t->rec_open = 0;   /* a partial round's BEGIN at its host gives it a record */
     }
 }
 
@@ -924,7 +950,7 @@ static void app_on_local_decide(int r)
     if (!S.task)
         return;
     x->app_paused = 1;
-    if (S.ml_partial)
+    if (x->cr_partial)
         return;
     x->epoch++;
     app_task_t *t = &S.task[r];
@@ -966,12 +992,12 @@ static void hb_msg(void *arg, const phx_ml_entry_t *e)
     S.ml_msgs_back++;
 }
 
-/* GO at survivor r (partial round): Alg. 5's hand-back, then RDONE. Only
- * one task is lost (a partial round has one dead rank). */
+/* HANDBACK at survivor r: Alg. 5's hand-back of what it holds for dead
+ * rank d's task, to the task's new host (RDONE follows: SEND actions). */
 static void ml_handback(int r, int dead)
 {
     node_t *x = &S.nd[r];
-    int h = S.task[dead].host, live = S.c.n - x->cr_ndead;
+    int h = S.task[dead].host;
     hb_back_t b = { x, r, NULL, 0, 0 };
     phx_ml_restart_cb_t cb = { &b, hb_lost, hb_det, NULL };
     phx_ml_restart_dets(x->ml, &cb);
@@ -983,12 +1009,140 @@ static void ml_handback(int r, int dead)
     if (k)
         nic_send(EV_ML, r, h, ML_RMSG, b.b, b.len, (uint64_t)k * (40 + S.c.app_bytes));
     free(b.b);
-    nic_send(EV_ML, r, h, ML_RDONE, NULL, 0, 16);
-    /* RDONE to the other live ranks: nobody else waits for it */
-    S.ml_rdone_marks += (uint64_t)(live - 2);
-    x->busy = (S.now > x->busy ? S.now : x->busy) + (uint64_t)(live - 2) * S.c.send_cost;
+}
+
+/* An RDONE or RFIN frame (header only): the sender's CPU and NIC, then
+ * the wire; FIFO behind the hand-back on the same link. */
+static void ml_ctl(int src, int dst, int type, uint32_t round)
+{
+    node_t *x = &S.nd[src];
     uint64_t t = x->tx_free > S.now ? x->tx_free : S.now;
-    x->tx_free = t + bytes_ns(24.0 * (live - 2), S.c.bw_gbps);
+    x->tx_free = t + bytes_ns(24.0, S.c.bw_gbps);
+    if (type == ML_RDONE)
+        S.ml_rdone_marks++;
+    else
+        S.ml_rfins++;
+    net_send(src, dst, EV_ML, (uint32_t)type | round << 8, NULL, 0, 0);
+}
+
+/* One action of node r's partial-round machine (core/mlog_round.c's). */
+static void ml_rec_act(int r, const phx_ml_rec_act_t *a)
+{
+    node_t *x = &S.nd[r];
+    int n = S.c.n;
+    switch (a->what) {
+    case PHX_ML_REC_SEND:
+        ml_ctl(r, a->dst, a->kind == PHX_ML_REC_RDONE ? ML_RDONE : ML_RFIN, a->round);
+        return;
+    case PHX_ML_REC_SNAP_HOSTS:   /* the simulator keeps one location table (task[].host) */
+    case PHX_ML_REC_RELEASE_HELD: /* no gate */
+    case PHX_ML_REC_PERIOD:       /* no commit follows the crash here */
+    case PHX_ML_REC_PERIOD_KEPT:
+        return;
+    case PHX_ML_REC_BEGIN: {
+        if (a->guard && !x->ml_guard) {
+            x->ml_guard = 1;
+            x->ml_left++;
+        }
+        const uint8_t *rb = phx_ml_rec_rb(x->rec);
+        for (int d = 0; d < n; d++) {
+            app_task_t *t = &S.task[d];
+            if (!rb[d] || t->host != r || t->replay)
+                continue;
+            phx_ml_task_restore(&t->mt, 0);
+            t->replay = t->rec_open = 1;
+            x->ml_left++;
+        }
+        return;
+    }
+    case PHX_ML_REC_PHASE:
+        x->ml_phase = 1;
+        return;
+    case PHX_ML_REC_HOLD:
+        if (a->on != x->ml_held) {
+            x->ml_held = (uint8_t)a->on;
+            S.ml_holds += a->on ? 1 : -1;
+        }
+        return;
+    case PHX_ML_REC_HANDBACK: {
+        const uint8_t *rb = phx_ml_rec_rb(x->rec);
+        for (int d = 0; d < n; d++)
+            if (rb[d] && phx_ft_hb_is_dead(x->hb, d))
+                ml_handback(r, d);
+        return;
+    }
+    case PHX_ML_REC_RELEASE:
+        if (x->ml_guard) {
+            x->ml_guard = 0;
+            x->ml_left--;
+        }
+        for (int d = 0; d < n; d++) {
+            app_task_t *t = &S.task[d];
+            if (!t->replay || t->host != r)
+                continue;
+            S.ml_release_at = S.now;
+            if (phx_ml_task_release(&t->mt) == PHX_ERANGE)
+                S.ml_gap++;   /* the runtime falls back to the global rollback */
+            app_drain(d);
+        }
+        return;
+    case PHX_ML_REC_DROP:
+        S.ml_drops++;
+        for (int d = 0; d < n; d++) {
+            app_task_t *t = &S.task[d];
+            if (!t->replay || t->host != r)
+                continue;
+            phx_ml_task_free(&t->mt);
+            t->replay = t->rec_open = 0;
+        }
+        x->ml_left = x->ml_guard = x->ml_phase = 0;
+        return;
+    case PHX_ML_REC_FALLBACK:
+        S.ml_fallback++;
+        return;
+    case PHX_ML_REC_WORK_LOST:   /* the runtime ends the job (76) */
+        S.ml_work_lost++;
+        return;
+    }
+}
+
+/* After an event of r's machine: carry out its actions in order; once its
+ * replay phase began and nothing is left (no record unfinished, the
+ * release's guard back), the phase ends (replay_done: RFIN to all). */
+static void ml_rec_drain(int r, int rc)
+{
+    node_t *x = &S.nd[r];
+    phx_ml_rec_act_t a;
+    S.ml_in_drain++;
+    for (;;) {
+        if (rc < 0)
+            die("mlog rec", rc);
+        while (phx_ml_rec_next(x->rec, &a))
+            ml_rec_act(r, &a);
+        if (!x->ml_phase || x->ml_left)
+            break;
+        x->ml_phase = 0;
+        rc = phx_ml_rec_replay_done(x->rec);
+    }
+    S.ml_in_drain--;
+}
+
+/* The coordinator's view of what the live ranks restored in this period
+ * (multi.h's replayed), from their reports' pr. */
+static int ml_replayed(int c)
+{
+    node_t *x = &S.nd[c];
+    int any = 0, all = 1;
+    for (int y = 0; y < S.c.n; y++) {
+        if (x->cr_flags[y])
+            continue;
+        uint8_t pr = y == c ? x->ml_pr : x->cr_pr[y];
+        if (pr & 1)
+            return PHX_MLD_REPLAYED_OTHER;
+        any |= pr & 2;
+        all &= (pr >> 1) & 1;
+    }
+    return !any ? PHX_MLD_REPLAYED_NONE : all ? PHX_MLD_REPLAYED_ENDED : PHX_MLD_REPLAYED_OTHER;
 }
 
 /* GO at r: partial, hand back first (workers still paused); then resume. */
@@ -997,10 +1151,10 @@ static void app_on_go(int r)
     node_t *x = &S.nd[r];
     if (!S.task || !x->app_paused)
         return;
-    if (S.ml_partial)
-        for (int d = 0; d < S.c.n; d++)
-            if (S.task[d].replay && phx_ft_hb_is_dead(x->hb, d))
-                ml_handback(r, d);
+    if (x->cr_partial) {
+        x->ml_pr = (uint8_t)((x->ml_pr & ~1) | 2);
+        ml_rec_drain(r, phx_ml_rec_handback(x->rec));
+    }
     x->app_paused = 0;
     for (int d = 0; d < S.c.n; d++) {   /* its own task and the restored ones */
         app_task_t *t = &S.task[d];
@@ -1074,17 +1228,10 @@ static void ml_deliver(int y, const ev_t *e)
                 app_drain(d);
         return;
     case ML_RDONE:
-        if (++x->ml_rdone < S.c.n - x->cr_ndead)
-            return;
-        S.ml_release_at = S.now;
-        for (int d = 0; d < S.c.n; d++) {
-            app_task_t *t = &S.task[d];
-            if (!t->replay || t->host != y)
-                continue;
-            if (phx_ml_task_release(&t->mt) == PHX_ERANGE)
-                S.ml_gap++;   /* the runtime falls back to the global rollback */
-            app_drain(d);
-        }
+        ml_rec_drain(y, phx_ml_rec_on_rdone(x->rec, e->src, e->tag >> 8));
+        return;
+    case ML_RFIN:
+        ml_rec_drain(y, phx_ml_rec_on_rfin(x->rec, e->src, e->tag >> 8));
         return;
     }
 }
@@ -1093,12 +1240,13 @@ static void cr_send_state(int r)
 {
     node_t *x = &S.nd[r];
     int nd = phx_ft_hb_dead_count(x->hb);
-    int *l = malloc(sizeof(int) * (size_t)(nd ? nd : 1));
+    int *l = malloc(sizeof(int) * (size_t)(nd + 1));
     if (!l)
         die("out of memory", PHX_ENOMEM);
     phx_ft_hb_dead_list(x->hb, l, (size_t)nd);
-    /* the sim carries the list; the wire (and NICs) carry 8 + n bytes */
-    cr_send(r, x->cr_coord, CR_STATE, nd, l, sizeof(int) * (size_t)nd, 8 + (uint64_t)S.c.n);
+    l[nd] = x->ml_pr;
+    /* the sim carries the list and pr; the wire (and NICs) carry 8 + n bytes */
+    cr_send(r, x->cr_coord, CR_STATE, nd, l, sizeof(int) * (size_t)(nd + 1), 8 + (uint64_t)S.c.n);
     free(l);
 }
 
@@ -1124,18 +1272,26 @@ static void cr_try_done(int r)
     cr_send(r, x->cr_coord, CR_DONE, x->cr_ndead, NULL, 0, 16);
 }
 
-/* DECIDE at r: marks on every link, own restore, a buddy's shipping. */
-static void cr_on_decide(int r, int round)
+/* DECIDE at r: marks on every link, own restore, a buddy's shipping;
+ * under mlog the round's begin (partial) or the rollback (global) reaches
+ * r's partial-round machine first, as PHX_CR_PARTIAL_BEGIN does. */
+static void cr_on_decide(int r, int round, int partial)
 {
     node_t *x = &S.nd[r];
     if (round != x->cr_ndead)
         return;   /* stale: we know a newer failure */
     x->cr_decided = round;
+    x->cr_partial = partial;
+    if (x->rec) {
+        x->ml_pr |= 1;
+        ml_rec_drain(r, partial ? phx_ml_rec_partial_begin(x->rec, S.ml_since[round])
+                                : phx_ml_rec_on_rollback(x->rec));
+    }
     app_on_local_decide(r);
     int n = S.c.n, live = n - x->cr_ndead;
     double st = S.c.state_mb * 1048576.0, slice = st / CR_SLICES;
     uint64_t restore = 0;
-    if (!S.ml_partial) {   /* partial (mlog): survivors keep their state and links */
+    if (!partial) {   /* partial (mlog): survivors keep their state and links */
         S.cr_marks += (uint64_t)(live - 1);
         x->busy = (S.now > x->busy ? S.now : x->busy) + (uint64_t)(live - 1) * S.c.send_cost;
         uint64_t t = x->tx_free > S.now ? x->tx_free : S.now;
@@ -1186,22 +1342,38 @@ static void cr_try_decide(int c)
                     S.cr_expect[S.cr_loc[d * CR_SLICES + k]]++;
     S.cr_rounds++;
     S.cr_decide_at = S.now;
-    app_on_decided(x->cr_flags, x->cr_ndead);
+    /* mlog: partial or global, by ft/mlog's rule; every dead rank died in
+     * this checkpoint period (no commit is simulated after the start) */
+    int partial = x->rec && phx_ml_rec_decide(x->rec, x->cr_flags, x->cr_flags, ml_replayed(c));
+    if (x->rec) {
+        if (x->cr_ndead >= S.ml_nsince) {
+            S.ml_since = xrealloc(S.ml_since, sizeof *S.ml_since * (size_t)(x->cr_ndead + 1));
+            memset(S.ml_since + S.ml_nsince, 0, sizeof *S.ml_since * (size_t)(x->cr_ndead + 1 - S.ml_nsince));
+            S.ml_nsince = x->cr_ndead + 1;
+        }
+        if (!S.ml_since[x->cr_ndead])
+            S.ml_since[x->cr_ndead] = xrealloc(NULL, (size_t)n);
+        memcpy(S.ml_since[x->cr_ndead], x->cr_flags, (size_t)n);
+    }
+    app_on_decided(x->cr_flags, partial);
     for (int y = 0; y < n; y++)
         if (y != c && !x->cr_flags[y])
-            cr_send(c, y, CR_DECIDE, x->cr_ndead, NULL, 0, 9 + (uint64_t)n);
-    cr_on_decide(c, x->cr_ndead);
+            nic_send(EV_CR, c, y, CR_DECIDE | (uint32_t)x->cr_ndead << 8 | (partial ? CR_PARTIAL : 0), NULL, 0,
+                     9 + (uint64_t)n);
+    cr_on_decide(c, x->cr_ndead, partial);
 }
 
 static void cr_deliver(int r, const ev_t *e)
 {
     node_t *x = &S.nd[r];
-    int type = (int)(e->tag & 0xff), round = (int)(e->tag >> 8), n = S.c.n;
+    int type = (int)(e->tag & 0xff), round = (int)((e->tag & ~CR_PARTIAL) >> 8), n = S.c.n;
     switch (type) {
     case CR_STATE:
         if (!x->cr_round) {
             x->cr_round = malloc(sizeof *x->cr_round);
             x->cr_flags = calloc((size_t)n, 1);
+            if (S.c.mlog && !(x->cr_pr = calloc((size_t)n, 1)))
+                die("out of memory", PHX_ENOMEM);
             if (!x->cr_round || !x->cr_flags || phx_ck_round_init(x->cr_round, n) < 0)
                 die("out of memory (cr round table: n*n bytes)", PHX_ENOMEM);
             int nd = phx_ft_hb_dead_count(x->hb);
@@ -1218,13 +1390,15 @@ static void cr_deliver(int r, const ev_t *e)
         memset(S.cr_scratch, 0, (size_t)n);
         for (int i = 0; i < round; i++)
             S.cr_scratch[((const int *)e->buf)[i]] = 1;
+        if (x->cr_pr)
+            x->cr_pr[e->src] = (uint8_t)((const int *)e->buf)[round];
         phx_ck_round_report(x->cr_round, e->src, S.cr_scratch, 1);
         phx_ck_round_report(x->cr_round, r, x->cr_flags, 1);
         x->busy += bytes_ns((double)n, S.c.restore_gbps);   /* copying n flags */
         cr_try_decide(r);
         return;
     case CR_DECIDE:
-        cr_on_decide(r, round);
+        cr_on_decide(r, round, !!(e->tag & CR_PARTIAL));
         return;
     case CR_XFER:
         if (round != x->cr_ndead)
@@ -1306,6 +1480,8 @@ static void flush_deaths(void)
         }
         if (x->td && S.c.td->fault_tolerant)
             S.c.td->on_failure(x->td, d);
+        if (x->rec)
+            ml_rec_drain(r, phx_ml_rec_on_failure(x->rec, d));
         if (S.c.cr)
             cr_on_failure(r, d);
     }
@@ -1767,6 +1943,10 @@ static void setup(void)
             phx_ml_cfg_t mc = { .rank = r, .n = n, .inc = 1, .nq = 1, .qcap = 256 };
             if (!(S.nd[r].ml = phx_ml_create(&mc)))
                 die("mlog create", PHX_ENOMEM);
+            phx_ml_rec_cfg_t rc = { .n = n, .rank = r, .mode = PHX_MLD_CAUSAL };
+            int e = phx_ml_rec_create(&rc, &S.nd[r].rec);
+            if (e < 0)
+                die("mlog rec create", e);
         }
     }
     free(ring);
@@ -2172,6 +2352,13 @@ static void report(long rss0)
                     log_max = st.log_len;
             }
         }
+        /* the partial-round machines at the end: checkpoints still held,
+         * replay phases not ended (live nodes) */
+        for (int r = 0; r < n; r++)
+            if (!S.nd[r].crashed) {
+                S.ml_holds_left += S.nd[r].ml_held;
+                S.ml_phases_left += S.nd[r].ml_phase;
+            }
         /* work done again: every task under cr, the dead one under mlog */
         int partial = S.ml_partial, dead = -1;
         for (int r = 0; r < n; r++)
@@ -2186,7 +2373,9 @@ static void report(long rss0)
                "\"dets_back\":%" PRIu64 ",\"msgs_back\":%" PRIu64 ",\"back_bytes\":%" PRIu64
                ",\"rdone_counted\":%" PRIu64 ",\"acks\":%" PRIu64 ",\"pb_bytes_per_msg\":%.1f,"
                "\"ack_bytes_per_msg\":%.1f,\"logged\":%" PRIu64 ",\"dets\":%" PRIu64
-               ",\"dets_stored\":%" PRIu64 ",\"log_max\":%" PRIu64 ",\"order_bad\":%d}",
+               ",\"dets_stored\":%" PRIu64 ",\"log_max\":%" PRIu64 ",\"order_bad\":%d,"
+               "\"rfins\":%" PRIu64 ",\"fallbacks\":%d,\"drops\":%d,\"work_lost\":%d,"
+               "\"holds_left\":%d,\"phases_left\":%d}",
                S.c.mlog, partial, ms(S.c.app_iter), dead >= 0 ? S.task[dead].target : 0,
                S.caught_at ? ms(S.caught_at - t0) : -1.0,
                S.ml_release_at ? ms(S.ml_release_at - t0) : -1.0,
@@ -2195,7 +2384,8 @@ static void report(long rss0)
                S.ml_rdone_marks, S.ml_acks,
                S.app_msgs ? (double)S.ml_pb_bytes / (double)S.app_msgs : 0.0,
                S.app_msgs ? (double)S.ml_ack_bytes / (double)S.app_msgs : 0.0, ms_sum.logged,
-               ms_sum.dets, ms_sum.dets_stored, log_max, S.ml_order_bad);
+               ms_sum.dets, ms_sum.dets_stored, log_max, S.ml_order_bad, S.ml_rfins, S.ml_fallback,
+               S.ml_drops, S.ml_work_lost, S.ml_holds_left, S.ml_phases_left);
     }
     if (S.bc) {
         int missed = 0;
@@ -2248,6 +2438,11 @@ static void report(long rss0)
     if (S.c.cr && (cr_unfinished || S.cr_lost || !S.cr_rounds)) {
         fprintf(stderr, "phx-sim: CHECK cr: %d survivors did not resume, %" PRIu64 " losses\n",
                 cr_unfinished, S.cr_lost);
+        bad = 1;
+    }
+    if (S.c.mlog && S.ncrashed && (S.ml_work_lost || S.ml_holds_left || S.ml_phases_left)) {
+        fprintf(stderr, "phx-sim: CHECK mlog rounds: %d WORK_LOST, %d live nodes still holding checkpoints, "
+                "%d replay phases not ended\n", S.ml_work_lost, S.ml_holds_left, S.ml_phases_left);
         bad = 1;
     }
     if (S.task && S.ncrashed && (!S.caught_at || S.ml_gap || S.ml_order_bad)) {

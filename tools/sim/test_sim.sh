@@ -12,8 +12,11 @@
 #  - recovery=cr: every survivor resumes after a crash (coordinator too);
 #  - recovery=mlog-causal (ft/mlog's SCML under a stencil app): every task
 #    catches up, the dead rank's task alone replays, each delivery its
-#    dets name in the lost execution's order, no det gap; a second failure
-#    in the period rolls back globally (cr), and so does cr with the app;
+#    dets name in the lost execution's order, no det gap; every node's
+#    partial-round machine (ft/mlog/rec) ends with no checkpoint hold and
+#    no replay phase open; a second failure in the period rolls back
+#    globally (cr), also one during the first's replay (the machines void
+#    it), and so does cr with the app;
 #  - no early termination for any detector (fault-tolerant ones with a crash);
 #  - the same arguments give the same output (determinism).
 set -u
@@ -57,6 +60,19 @@ for seed in 1 2 3; do
 done
 run --seed=1 --mlog=1 --app-start-ms=2500 --crash=5@3000 --crash=600@3000
 run --seed=1 --cr=1 --app=1 --app-start-ms=2500 --crash=5@3000
+# the coordinator dying right after it decided the partial round: the new
+# coordinator hears pr from the ranks that began it and decides globally
+run --seed=1 --mlog=1 --app-start-ms=2500 --crash=5@3000 --crash=0@3902.1
+# a second failure during the first one's partial round (rank 600 dies
+# before its hand-back, known while the replay runs): every live node's
+# ft/mlog/rec machine must void the replay (DROP) and fall back to the
+# global rollback, and --check finds no hold or replay phase left open
+out=$("$SIM" --n=$N --check --seed=1 --mlog=1 --app-start-ms=2000 --until-ms=8000 \
+        --crash=5@3000 --crash=600@3950 2>&1)
+case "$?:$out" in
+    0:*'"drops":1022,'*'"work_lost":0,'*) ;;
+    *) echo "FAIL: mlog fallback during a replay"; echo "$out"; fail=1 ;;
+esac
 # negative control: one handed-back det pair corrupted, the order check must fire
 if "$SIM" --n=$N --check --stop-early=1 --seed=1 --mlog=1 --app-start-ms=2500 --crash=7@3000 \
         --jitter-us=30 --dist=exp --ml-test-swap=1 >/dev/null 2>&1; then
