@@ -134,7 +134,7 @@ static void bulk_pump(cr_t *c, bulk_t *t)
         int rc;
         if (pn) {
             pn->refs++;
-            rc = phx_net_send_ref(c->n->net, t->peer, &h, pre, sizeof pre, t->src + t->off, k, 0, pin_release, pn);
+            rc = phx_net_send_ref(c->n->net, t->peer, &h, pre, sizeof pre, t->src + t->off, k, NULL, 0, pin_release, pn);
         } else {
             rc = phx_net_send(c->n->net, t->peer, &h, pre, sizeof pre, t->src + t->off, k, 0);
         }

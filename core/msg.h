@@ -57,6 +57,11 @@ typedef struct phx_msg {
     uint8_t cls;                /* size class, or 0xff */
     uint16_t type_id;           /* task type for SPAWN */
     int32_t peer;               /* destination node (out) / source node (in) */
+    /* phx_crc32c(0, data, hdr.len), summed while phx_send copied the
+     * payload in, so the transport need not read it again; 0: not summed
+     * (a payload whose checksum is 0 is merely summed again). Whoever
+     * changes data after setting it must reset it. Fills padding. */
+    uint32_t pcrc;
     phx_frame_hdr_t hdr;        /* src, dst, ssn, inc, tag, len */
     /* PHX_MK_CALL: runs on the comm thread and owns m from then on. */
     void (*call)(struct phx_node *n, struct phx_msg *m);

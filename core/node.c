@@ -17,6 +17,7 @@
 #include "core/inline.h"
 #include "core/node.h"
 #include "core/recovery.h"
+#include "net/crc32c.h"
 #include "base/phx_err.h"
 
 phx_type_t phx_types[PHX_MAX_TYPES];
@@ -172,7 +173,8 @@ int phx_send(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len)
 {
     phx_node_t *n = c->w->node;
     int home = phx_tid_home(dst);
-    if (tag < 0 || tag >= PHX_MAX_TAGS || home < 0 || phx_node_host_of(n, dst) >= n->size || (len && !buf))
+    int host = home < 0 ? -1 : phx_node_host_of(n, dst);
+    if (tag < 0 || tag >= PHX_MAX_TAGS || home < 0 || host >= n->size || (len && !buf))
         return PHX_EINVAL;
     if ((int64_t)len > n->cfg.max_frame - PHX_TD_PB_MAX)
         return PHX_ERANGE;
@@ -191,7 +193,12 @@ int phx_send(phx_ctx_t *c, phx_tid_t dst, int tag, const void *buf, size_t len)
         m->hdr.src = c->task->id;
         m->hdr.ssn = ++*ssn;
     }
-    if (len)
+    /* A payload bound for the zero-copy path to another node is summed as it
+     * is copied (the transport would read it once more, cold, on the comm
+     * thread). */
+    if (len >= PHX_NET_ZC_MIN && host != n->rank)
+        m->pcrc = phx_crc32c_copy(m->data, buf, len, 0);
+    else if (len)
         memcpy(m->data, buf, len);
     phx_worker_t *w = c->w;
     PHX_CNT_ADD(w->n_sent, 1);

@@ -140,6 +140,7 @@ phx_msg_t *phx_msg_alloc(size_t len)
     m->call = NULL;
     m->type_id = 0;
     m->peer = -1;
+    m->pcrc = 0;
     memset(&m->hdr, 0, sizeof m->hdr);
     m->hdr.len = (uint32_t)len;
     return m;

@@ -13,7 +13,8 @@ void phx_send_msg(phx_node_t *n, phx_msg_t *m, const uint8_t *pb, size_t pbsz)
     uint64_t charge = (uint64_t)phx_msg_charge(m->hdr.len);
     int peer = m->peer;
     phx_recovery_on_send(n, m);
-    int rc = phx_net_send_ref(n->net, peer, &m->hdr, pb, pbsz, m->data, m->hdr.len, charge, msg_release, m);
+    int rc = phx_net_send_ref(n->net, peer, &m->hdr, pb, pbsz, m->data, m->hdr.len, m->pcrc ? &m->pcrc : NULL,
+                              charge, msg_release, m);
     if (rc) {
         /* To a dead peer: counted, not logged (its failure is reported once,
          * and the senders may keep going at full speed until the job ends). */

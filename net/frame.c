@@ -129,11 +129,16 @@ void phx_frame_put_hdr(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const voi
 void phx_frame_put_hdr2(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *a, size_t na,
                         const void *b, size_t nb)
 {
-    h->magic = PHX_FRAME_MAGIC;
-    h->version = PHX_WIRE_VERSION;
     uint32_t c = na ? phx_crc32c(0, a, na) : 0;
     if (nb)
         c = phx_crc32c(c, b, nb);
+    phx_frame_put_hdr_crc(out, h, c);
+}
+
+void phx_frame_put_hdr_crc(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, uint32_t c)
+{
+    h->magic = PHX_FRAME_MAGIC;
+    h->version = PHX_WIRE_VERSION;
     h->crc = 0;
     put_hdr(out, h);
     h->crc = phx_crc32c(c, out, LINK_OFF);

@@ -84,6 +84,9 @@ void phx_frame_put_hdr(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const voi
  * (a zero-copy send: prefix and caller's buffer). */
 void phx_frame_put_hdr2(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, const void *a, size_t na,
                         const void *b, size_t nb);
+/* Same, with the payload's checksum already known: payload_crc is
+ * phx_crc32c(0, payload, h->len) (the payload is not read). */
+void phx_frame_put_hdr_crc(uint8_t out[PHX_FRAME_HDR], phx_frame_hdr_t *h, uint32_t payload_crc);
 /* Seals a header from phx_frame_put_hdr, exactly once: stores lseq and lack
  * and completes the crc over those 16 bytes. */
 void phx_frame_seal(uint8_t *hdr, uint64_t lseq, uint64_t lack);

@@ -167,7 +167,8 @@ int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
 }
 
 int phx_net_send_ref(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix, size_t prefix_len,
-                     const void *payload, size_t len, uint64_t charge, void (*release)(void *), void *arg)
+                     const void *payload, size_t len, const uint32_t *payload_crc, uint64_t charge,
+                     void (*release)(void *), void *arg)
 {
     if (len < n->zc_min || charge == PHX_NET_URGENT) {
         int rc = phx_net_send(n, peer, h, prefix, prefix_len, payload, len, charge);
@@ -180,7 +181,7 @@ int phx_net_send_ref(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *pre
         return PHX_EDEAD;
     }
     h->inc = n->inc;
-    int rc = tr_frame_append_ref(&p->obuf, h, prefix, prefix_len, payload, len, release, arg);
+    int rc = tr_frame_append_ref(&p->obuf, h, prefix, prefix_len, payload, len, payload_crc, release, arg);
     if (rc) {
         release(arg);
         return rc;

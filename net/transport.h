@@ -127,10 +127,14 @@ int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
  * runs when the frame is dropped with a dead peer, on an error return, and
  * at once for a payload below PHX_NET_ZC_MIN or an urgent frame (those are
  * copied; PHX_DEBUG_ZC_MIN=BYTES lowers the threshold for tests). The
- * payload must stay unchanged until release. */
+ * payload must stay unchanged until release. payload_crc: NULL, or
+ * phx_crc32c(0, payload, len) where the caller summed the payload already
+ * (while copying it in: phx_crc32c_copy); the frame's checksum is then made
+ * without reading the payload. A wrong one gets every frame of it refused. */
 #define PHX_NET_ZC_MIN (64u << 10)
 int phx_net_send_ref(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix, size_t prefix_len,
-                     const void *payload, size_t len, uint64_t charge, void (*release)(void *arg), void *arg);
+                     const void *payload, size_t len, const uint32_t *payload_crc, uint64_t charge,
+                     void (*release)(void *arg), void *arg);
 
 #define PHX_NET_ZC_HEAD 64
 /* The caller is about to free or reuse the buffer it gave on_claim for

@@ -194,7 +194,8 @@ void tr_mark_dirty(peer_t *p);
 int tr_frame_append(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t plen,
                     const void *payload, size_t len);
 int tr_frame_append_ref(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t plen,
-                        const void *payload, size_t len, void (*release)(void *), void *arg);
+                        const void *payload, size_t len, const uint32_t *payload_crc,
+                        void (*release)(void *), void *arg);
 void tr_drain(peer_t *p, uint64_t charge);
 void tr_peer_flush(peer_t *p);
 void tr_on_prepare(uv_prepare_t *h);

@@ -77,9 +77,11 @@ int tr_frame_append(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t plen,
 }
 
 /* Appends a frame whose payload is prefix + a referenced buffer: only the
- * header and prefix are copied; the buffer is written from where it is. */
+ * header and prefix are copied; the buffer is written from where it is
+ * (and summed here unless payload_crc gives its checksum). */
 int tr_frame_append_ref(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t plen,
-                        const void *payload, size_t len, void (*release)(void *), void *arg)
+                        const void *payload, size_t len, const uint32_t *payload_crc,
+                        void (*release)(void *), void *arg)
 {
     if (b->next == b->extcap) {
         int cap = b->extcap ? 2 * b->extcap : 8;
@@ -95,7 +97,10 @@ int tr_frame_append_ref(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t pl
     if (plen)
         memcpy(dst + PHX_FRAME_HDR, pre, plen);
     h->len = (uint32_t)(plen + len);
-    phx_frame_put_hdr2(dst, h, dst + PHX_FRAME_HDR, plen, payload, len);
+    if (payload_crc)
+        phx_frame_put_hdr_crc(dst, h, phx_crc32c_combine(phx_crc32c(0, pre, plen), *payload_crc, len));
+    else
+        phx_frame_put_hdr2(dst, h, dst + PHX_FRAME_HDR, plen, payload, len);
     b->len += PHX_FRAME_HDR + plen;
     b->ext[b->next++] = (phx_link_ext_t){ .at = b->len, .len = len, .p = payload,
                                           .release = release, .arg = arg };

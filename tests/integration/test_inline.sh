@@ -37,8 +37,12 @@ job rate 2 --phx-workers=0 --phx-ft=1 --phx-send-buffer=64k "$BIN/pingpong" rate
 check "pingpong rate: all 100000 messages arrived" grep -Eq "pingpong rate size=8 n=100000 msgs_per_s=[0-9]+" "$TMP/rate.out"
 job bw 2 --phx-workers=0 --phx-ft=1 "$BIN/pingpong" bw 50 1048576
 check "pingpong bw: 50 MiB arrived" grep -Eq "pingpong bw size=1048576 n=50 MiB_per_s=[0-9.]+" "$TMP/bw.out"
+# The launcher's periodic status line ("phx: status: ... 0 dead, 0 fenced",
+# every 10 s) names the counts even when they are 0: a slow job on a loaded
+# host is not a suspicion.
 for j in ring fib lat rate bw; do
-    check "$j: no node suspected or declared dead" bash -c "! grep -Eq 'is dead|suspect|fenced|lost' '$TMP/$j.err'"
+    check "$j: no node suspected or declared dead" \
+        bash -c "! grep -v '^phx: status:' '$TMP/$j.err' | grep -Eq 'is dead|suspect|fenced|lost'"
 done
 
 # Recovery modes pause worker threads: refused with a reason, exit 2.

@@ -94,6 +94,45 @@ static void test_crc_ref_chain(void **st)
     printf("crc ref/chain: %d checks\n", n);
 }
 
+/* phx_crc32c_copy copies exactly n bytes (not one more) and sums them;
+ * phx_crc32c_combine joins two sums as phx_crc32c over both would. Lengths
+ * cross the copy's 16 KiB chunks and the combine's bits up to 2^17. */
+static void test_crc_copy_combine(void **st)
+{
+    (void)st;
+    rng_state = 7;
+    enum { MAX = 3 * 16384 + 100 };
+    static uint8_t src[MAX + 8], dst[MAX + 16];
+    int n = 0;
+    size_t lens[] = { 0, 1, 7, 8, 63, 64, 255, 256, 257, 16383, 16384, 16385, 32768, 3 * 16384 + 99 };
+    for (size_t i = 0; i < sizeof lens / sizeof *lens + 60; i++) {
+        size_t len = i < sizeof lens / sizeof *lens ? lens[i] : rnd() % MAX;
+        size_t off = rnd() % 8;
+        fill(src + off, len);
+        memset(dst, 0xA5, sizeof dst);
+        uint32_t seed = (i & 1) ? (uint32_t)rnd() : 0;
+        assert_int_equal(phx_crc32c_copy(dst + 4, src + off, len, seed), ref_crc32c(seed, src + off, len)), n++;
+        assert_memory_equal(dst + 4, src + off, len), n++;
+        assert_int_equal(dst[3], 0xA5), n++;
+        assert_int_equal(dst[4 + len], 0xA5), n++;
+        size_t cut = len ? rnd() % (len + 1) : 0;
+        uint32_t a = phx_crc32c(0, src + off, cut), b = phx_crc32c(0, src + off + cut, len - cut);
+        assert_int_equal(phx_crc32c_combine(a, b, len - cut), phx_crc32c(0, src + off, len)), n++;
+    }
+    /* every power of two up to 2^17 and its neighbours as the second part */
+    static uint8_t big[(1u << 17) + 2];
+    fill(big, sizeof big);
+    for (size_t bit = 0; bit <= 17; bit++)
+        for (size_t d = 0; d < 3; d++) {
+            size_t lb = (1u << bit) + d - (bit ? 1 : 0);
+            if (lb > sizeof big - 1)
+                continue;
+            uint32_t a = phx_crc32c(0, big, 1), b = phx_crc32c(0, big + 1, lb);
+            assert_int_equal(phx_crc32c_combine(a, b, lb), phx_crc32c(0, big, 1 + lb)), n++;
+        }
+    printf("crc copy/combine: %d checks\n", n);
+}
+
 /* Runs first in the process so the library's lazy kernel pick races for real. */
 static void *crc_thread(void *arg)
 {
@@ -395,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_crc_threads),
         cmocka_unit_test(test_crc_vectors),
         cmocka_unit_test(test_crc_ref_chain),
+        cmocka_unit_test(test_crc_copy_combine),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_roundtrip),
