@@ -40,7 +40,9 @@ const char *phx_frame_type_name(unsigned t)
 /* The header's one encoder and decoder; the fields in wire order (layout:
  * net/README.md). Two of them are rewritten in place once the frame is
  * written: the crc (CRC_OFF) and the link fields (LINK_OFF, lseq then
- * lack: the header's last 16 bytes). */
+ * lack: the header's last 16 bytes); the length (LEN_OFF) is peeked at
+ * before a frame is whole. */
+#define LEN_OFF 8
 #define CRC_OFF 12
 #define LINK_OFF 48
 
@@ -92,7 +94,7 @@ static uint32_t get_crc(const uint8_t *hdr)
 uint32_t phx_frame_peek_len(const uint8_t *hdr)
 {
     phx_wdec_t d;
-    phx_wdec_init(&d, hdr + 8, 4);
+    phx_wdec_init(&d, hdr + LEN_OFF, 4);
     return phx_wdec_u32(&d);
 }
 

@@ -244,7 +244,10 @@ static void test_layout(void **st)
     phx_frame_hdr_t d;
     assert_int_equal(phx_frame_decode(out, sizeof out, 16, &d, NULL), (int)sizeof out);
     assert_true(d.lseq == 7 && d.lack == 9 && d.ssn == h.ssn);
-    printf("layout: 24 byte-position checks, seal\n");
+    /* the peeks read what the encoder and the seal wrote */
+    assert_int_equal(phx_frame_peek_len(out), 3);
+    assert_true(phx_frame_peek_lseq(out) == 7);
+    printf("layout: 24 byte-position checks, seal, peeks\n");
 }
 
 static void test_roundtrip(void **st)
