@@ -258,8 +258,7 @@ static void do_rollback(cr_t *c)
      * this node would open its slot again for the next checkpoint and
      * overwrite the copy a later failure must roll back to, or refuse that
      * checkpoint for want of a free slot. */
-    if (c->store.committed < cr_rb_epoch(c))
-        phx_ck_store_commit(&c->store, cr_rb_epoch(c));
+    phx_ck_store_commit(&c->store, cr_rb_epoch(c));   /* never lowers it */
     int lost = -1, lost_buddy = -1;
     int *loc = malloc((size_t)c->nloc * sizeof *loc);
     if (!loc) {

@@ -221,8 +221,8 @@ void phx_net_close_peer(phx_net_t *n, int peer, const char *why)
     /* A peer declared dead (by another node's detection, say) before this
      * loop read the end its kernel sent: that end is still the evidence
      * that its process ended, not a partition (phx_net_peer_reached). */
-    if (p->conn && p->conn->up && !p->conn->closing && tr_conn_ended(p->conn))
-        p->closed = 1;
+    if (p->conn && p->conn->up && !p->conn->closing)
+        tr_note_end(p->conn, tr_conn_end(p->conn));
     drop_stream(p, why);
 }
 

@@ -202,10 +202,19 @@ void tr_on_prepare(uv_prepare_t *h);
 void tr_start_resend(peer_t *p);
 void tr_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
 void tr_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
-/* 1 iff the peer's kernel already ended c (a FIN or RST waits behind
- * whatever bytes are still unread, which are discarded): c is about to be
- * closed without being read further. */
-int tr_conn_ended(conn_t *c);
+/* How the peer's kernel already ended c, as a libuv code (UV_EOF for a
+ * FIN, UV_ECONNRESET for an RST), found behind whatever bytes are still
+ * unread, which are discarded; 0 if it has not. For a c about to be closed
+ * without being read further. */
+int tr_conn_end(conn_t *c);
+/* c ended with err: a FIN, an RST or a write refused for either comes from
+ * the peer's kernel, so its host answered (phx_net_peer_reached); a
+ * partition only ever looks like silence (or a local error). */
+static inline void tr_note_end(conn_t *c, int err)
+{
+    if ((err == UV_EOF || err == UV_ECONNRESET || err == UV_EPIPE) && c->up && c->peer)
+        c->peer->closed = 1;
+}
 
 /* transport.c */
 int tr_reject_reason(const char *why);

@@ -255,9 +255,7 @@ static void on_written(uv_write_t *req, int status)
         return;
     }
     if (status < 0 && wc && !wc->closing) {
-        /* As a FIN or RST read (tr_on_read): the peer's kernel answered. */
-        if ((status == UV_EPIPE || status == UV_ECONNRESET) && wc->up && wc->peer)
-            wc->peer->closed = 1;
+        tr_note_end(wc, status);
         tr_conn_close(wc, uv_strerror(status));
     }
     if (!p->up)
@@ -556,7 +554,7 @@ void tr_on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
         b->len = c->net->read_max;
 }
 
-int tr_conn_ended(conn_t *c)
+int tr_conn_end(conn_t *c)
 {
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
@@ -567,9 +565,9 @@ int tr_conn_ended(conn_t *c)
     for (size_t got = 0; got < ((size_t)64 << 20);) {
         ssize_t r = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
         if (r == 0)
-            return 1;
+            return UV_EOF;
         if (r < 0)
-            return errno == ECONNRESET;
+            return errno == ECONNRESET ? UV_ECONNRESET : 0;
         got += (size_t)r;
     }
     return 0;
@@ -581,10 +579,7 @@ void tr_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     phx_net_t *n = c->net;
     (void)b;
     if (nread < 0) {
-        /* A FIN or RST comes from the peer's kernel: its host is reachable.
-         * A partition only ever looks like silence (or a local error). */
-        if ((nread == UV_EOF || nread == UV_ECONNRESET) && c->up && c->peer)
-            c->peer->closed = 1;
+        tr_note_end(c, (int)nread);
         /* A caller that closed without a byte said is a peer's probe
          * (probe()) or a port scan: nothing worth a line. */
         int silent = !c->peer && !c->rbuf.len;
