@@ -97,7 +97,9 @@ if [ -s "$T/ms128" ]; then
 fi
 # CPU cost, which the machine's other load does not inflate as it does wall
 # time: CPU seconds of a run with a checkpoint every iteration minus one
-# without, per GB checkpointed (4 nodes x 32 MiB, 7 more checkpoints).
+# without, per GB checkpointed (4 nodes x 32 MiB, 7 more checkpoints), and
+# the steady state: 16 checkpoints more (-i 24 against -i 8, each minus its
+# run without), which reuse the buffers the first ones touched.
 n=$(python3 -c "import math; print(int(math.sqrt(32 * 4 * 1048576 / 8)))")
 for _ in $(seq "$REPS"); do
     for b in $builds; do
@@ -105,13 +107,15 @@ for _ in $(seq "$REPS"); do
     python3 - "$b" "$n" <<'EOF'
 import resource, subprocess, sys
 b, n = sys.argv[1], int(sys.argv[2])
-def cpu(c):
+def cpu(c, i):
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([b + "/phx", "run", "-n", "4", b + "/jacobi", "--phx-ft=1", "--phx-recovery=cr",
-                    "-N", str(n), "-i", "8", "-c", str(c)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    "-N", str(n), "-i", str(i), "-c", str(c)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
-print((cpu(1) - cpu(0)) / (7 * n * n * 8 / 1e9))
+gb = n * n * 8 / 1e9
+a8, z8, a24, z24 = cpu(1, 8), cpu(0, 8), cpu(1, 24), cpu(0, 24)
+print((a8 - z8) / (7 * gb), ((a24 - a8) - (z24 - z8)) / (16 * gb))
 EOF
     done
 done >"$T/cpu"
@@ -131,8 +135,9 @@ printf '\nraw TCP CPU per GB moved (median): pair %.2f s/GB, ring of 4 %.2f s/GB
     "$(awk '{ print $1 }' "$T/rawcpu" | median)" "$(awk '{ print $2 }' "$T/rawcpu" | median)"
 for b in $builds; do
     name=this; [ "$b" = "$B" ] || name=base
-    printf '\nCPU per GB checkpointed (32 MiB per node, median, %s): %.2f s/GB\n' "$name" \
-        "$(awk -v b="$b" '$1 == b { print $2 }' "$T/cpu" | median)"
+    printf '\nCPU per GB checkpointed (32 MiB per node, median, %s): %.2f s/GB over the first 7, %.2f s/GB steady\n' \
+        "$name" "$(awk -v b="$b" '$1 == b { print $2 }' "$T/cpu" | median)" \
+        "$(awk -v b="$b" '$1 == b { print $3 }' "$T/cpu" | median)"
 done
 
 fi
