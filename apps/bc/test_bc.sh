@@ -4,8 +4,9 @@
 # with glb-ft off and on, and with deaths that land by construction
 # (--glb-die at a protocol point): one rank mid-run, two non-adjacent ranks
 # at once, a rank with its backup (clean abort), rank 0 (the first
-# reduction root) mid-run and during a termination wave (exact). The sequential vector is
-# cross-checked against networkx on the dumped graph when python3-networkx
+# reduction root) at the start, mid-run, during a termination wave and
+# then the new root too (exact), rank 0 with its backup (clean abort).
+# The sequential vector is cross-checked against networkx on the dumped graph when python3-networkx
 # is installed.
 # Usage: test_bc.sh BINDIR   Env: PHX_HB_TIMEOUT (delta, ms), SEED.
 BIN=$1
@@ -44,4 +45,9 @@ expect_lost pair 3 4 $N --glb-ft=on --glb-die=P:3:1:kill=4
 expect_root root-start $N --glb-ft=on --glb-die=U:0:1     # only 0 and 1 got the table
 expect_root root-midrun $N --glb-ft=on --glb-die=P:0:1
 expect_root root-wave 4 --glb-ft=on --glb-die=WR:0:1
+# Then the new root lost too, once it backed up rank 0's adopted state.
+expect_root root-chain $N --glb-ft=on --glb-die=P:0:1,R5:1:1
+check "root-chain: rank 1, the new root, died too" grep -q "rank 1 dies at R5" "$TMP/root-chain.err"
+# Rank 0 with its Back (rank 1 kills both): a clean abort naming the loss.
+expect_lost root-pair 0 1 $N --glb-ft=on --glb-die=P:0:1:kill=1
 finish

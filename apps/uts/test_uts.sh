@@ -70,6 +70,19 @@ expect_root root-v2 $N --glb-ft=on --glb-die=V2:0:1
 expect_root root-wave $N --glb-ft=on --glb-die=WR:0:1
 expect_root root-chain $N --glb-ft=on --glb-die=P:0:2,R5:1:1
 check "root-chain: rank 1, the new root, died too" grep -q "rank 1 dies at R5" "$TMP/root-chain.err"
+# Rank 0 with its Back (rank 1: it kills 0, then itself): nobody holds
+# rank 0's state, so the job ends naming that loss, with no result.
+expect_lost root-pair 0 1 $N --glb-ft=on --glb-die=P:0:2:kill=1
+# Rank 0 killed after it printed the result, before the job's end left
+# it (F): the next root decides again from rank 0's backed-up state and
+# prints the same count. Exit 0; every printed copy exact, at most one
+# by rank 0 and one by the next root (the documented limit: no node can
+# know whether a dead root's line got out).
+job root-after-report $N --glb-ft=on --glb-die=F:0:1
+check "root-after-report: rank 0's death landed" grep -q "rank 0 dies at F" "$TMP/root-after-report.err"
+check "root-after-report: exit 0 ($RC)" [ "$RC" = 0 ]
+check "root-after-report: rank 0's line exact" grep -qxF "[0] $WANT" "$TMP/root-after-report.out"
+check "root-after-report: no other result line" sh -c "! grep 'Tree size' '$TMP/root-after-report.out' | grep -vxF -e '[0] $WANT' -e '[1] $WANT'"
 
 # The root dies before any start message left (M: its main task spawned
 # the GLB tasks and sent nothing yet). Nobody can start, nor relay the

@@ -565,6 +565,46 @@ static void test_root_chain(void **st)
     }
 }
 
+/* Rank 0 lost together with its Back (rank 1): nobody holds rank 0's
+ * state, so the job must end naming that loss (or be exact, when it had
+ * already finished). At rank 0's P points both die in the same step
+ * (rank 0 holds counted work then: an abort is the only honest end);
+ * at a random step, as often as the root's loss alone is survived. */
+static void test_root_and_backup(void **st)
+{
+    (void)st;
+    int aborts = 0;
+    for (uint64_t seed = 1; seed <= 100; seed++) {
+        sim_t s = { .die_pair = -1 };
+        uint64_t k[MAXN] = { 0 };
+        k[0] = k[1] = 1 + (seed * 7919) % 2000;
+        run(&s, 3 + (int)(seed % 6), seed, 1, k);
+        if (s.aborted) {
+            aborts++;
+            assert_non_null(strstr(s.why, "unrecoverable: lost rank 0 and its backup at 1"));
+        } else {
+            assert_int_equal(s.result, expect());
+            assert_true(!s.dead[0] || s.finisher >= 2);
+        }
+    }
+    assert_true(aborts > 50);
+    int landed = 0;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        sim_t s = { .die_pair = 1, .die_label = "P", .die_rank = 0, .die_nth = 1 + (int)(seed % 2) };
+        run(&s, 3 + (int)(seed % 6), seed, 1, NULL);
+        if (!s.dead[0]) {       /* finished before its P point came round */
+            assert_int_equal(s.result, expect());
+            continue;
+        }
+        landed++;
+        if (!s.aborted)
+            fail_msg("root+back seed %d: finished (%llu) without rank 0's state", (int)seed,
+                     (unsigned long long)s.result);
+        assert_non_null(strstr(s.why, "unrecoverable: lost rank 0 and its backup at 1"));
+    }
+    assert_true(landed > 40);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -580,6 +620,7 @@ int main(void)
         cmocka_unit_test(test_root_loss),
         cmocka_unit_test(test_root_final_wave),
         cmocka_unit_test(test_root_chain),
+        cmocka_unit_test(test_root_and_backup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
