@@ -29,7 +29,8 @@
 #include "ext/glb/glb_rt.h"
 #include "ft/glb/glb_sm.h"
 
-enum { T_INIT, T_MSG, T_CONT, T_KILL, T_UP };
+enum { T_INIT, T_MSG, T_CONT, T_KILL, T_UP };     /* to a node's GLB task */
+enum { M_HERE, M_POLL };                            /* to rank 0's main task */
 
 typedef struct glb_task {
     phx_glb_sm_t *sm;
@@ -573,43 +574,128 @@ static void on_failure(void *arg, int node, uint32_t inc, uint64_t when_ns)
     _exit(PHX_GLB_EXIT_LOST);
 }
 
-/* Rank 0's main task: one GLB task per node, then everyone's id table. */
+/* Rank 0's main task: one GLB task per node; once every one of them
+ * exists (M_HERE from its init, or its node is dead), everyone's id table.
+ * Waiting for the tasks matters when rank 0 dies before its own GLB task
+ * started: a spawn still in its outbox dies with it, and a start message
+ * relayed to a task that was never created is held for it forever, so
+ * that node would sit out the job until its watch ended it (exit 3, with
+ * the survivors' exact count already printed). With the wait, when any
+ * start message leaves rank 0 every live node's task exists, and the
+ * relay reaches all of them. Costs one round trip at the start.
+ * State: written by its own handlers only (one at a time). */
+typedef struct glb_main {
+    phx_tid_t ids[PHX_GLB_MAXP];
+    uint64_t here;              /* ranks whose GLB task exists (M_HERE) */
+    int p, sent;
+} glb_main_t;
+
+/* The GLB task's init, on its node: tells the main task (its tid is the
+ * spawn argument) that it exists. */
+static void task_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
+{
+    (void)st;
+    phx_wdec_t d;
+    phx_wdec_init(&d, arg, len);
+    phx_tid_t main_id = (phx_tid_t)phx_wdec_u64(&d);
+    if (phx_wdec_end(&d, 1) != 0)
+        return;     /* not spawned by main_init: nobody waits for it */
+    (void)phx_send(c, main_id, M_HERE, NULL, 0);   /* rank 0 dead: ignored */
+}
+
+static void main_start_all(phx_ctx_t *c, glb_main_t *m)
+{
+    uint8_t tab[PHX_GLB_MAXP * 8 + 8];
+    phx_wenc_t e;
+    phx_wenc_init(&e, tab, sizeof tab);
+    for (int r = 0; r < m->p; r++)
+        phx_wenc_u64(&e, m->ids[r]);
+    phx_wenc_u64(&e, 0);
+    die_point(c, 0, m->p, NULL, "M");      /* every task exists, no start message sent */
+    /* Test hook U (rank 0 dies at a T_UP): only ranks 0 and 1 get a start
+     * message, so the others can start only by the survivors' relay. */
+    int upto = die_armed(0, "U") && m->p > 2 ? 2 : m->p;
+    for (int r = 0; r < upto; r++) {
+        int rc = phx_send(c, m->ids[r], T_INIT, tab, (size_t)phx_wenc_end(&e));
+        if (rc < 0 && rc != PHX_EINVAL) {   /* EINVAL: r is dead, its successor restores it */
+            fprintf(stderr, "glb: cannot start rank %d: %s\n", r, phx_strerror(rc));
+            phx_exit(c, PHX_GLB_EXIT_LOST);
+            return;
+        }
+    }
+    m->sent = 1;
+    phx_task_done(c);
+}
+
+/* Every rank's task is here or its node is dead: start them all; else
+ * poll again (a notice arrives without a message to this task). */
+static void main_check(phx_ctx_t *c, glb_main_t *m, int poll)
+{
+    if (m->sent)
+        return;
+    int dead[PHX_GLB_MAXP * 2];
+    int n = phx_failed_nodes(dead, (int)(sizeof dead / sizeof *dead));
+    uint64_t have = m->here;
+    for (int i = 0; i < n && i < (int)(sizeof dead / sizeof *dead); i++)
+        if (dead[i] >= 0 && dead[i] < m->p)
+            have |= 1ull << dead[i];
+    if (have == (m->p == 64 ? ~0ull : (1ull << m->p) - 1)) {
+        main_start_all(c, m);
+        return;
+    }
+    if (!poll)
+        return;     /* the M_POLL chain is already going */
+    int rc = phx_send(c, phx_self(c), M_POLL, NULL, 0);
+    if (rc < 0) {
+        fprintf(stderr, "glb: rank 0: self send failed: %s\n", phx_strerror(rc));
+        phx_exit(c, PHX_GLB_EXIT_LOST);
+    }
+}
+
+static void on_here(phx_ctx_t *c, void *st, phx_tid_t src, const void *msg, size_t len)
+{
+    glb_main_t *m = st;
+    (void)msg; (void)len;
+    int r = phx_tid_home(src);
+    if (r >= 0 && r < m->p)
+        m->here |= 1ull << r;
+    main_check(c, m, 0);
+}
+
+static void on_main_poll(phx_ctx_t *c, void *st, phx_tid_t src, const void *msg, size_t len)
+{
+    glb_main_t *m = st;
+    (void)src; (void)msg; (void)len;
+    struct timespec ts = { 0, 500000 };     /* the poll's timer, as an idle GLB task's */
+    nanosleep(&ts, NULL);
+    main_check(c, m, 1);
+}
+
 static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
 {
-    (void)st; (void)arg; (void)len;
+    glb_main_t *m = st;
+    (void)arg; (void)len;
     int p = phx_size(c);
     if (p > PHX_GLB_MAXP) {
         fprintf(stderr, "glb: %d nodes, at most %d\n", p, PHX_GLB_MAXP);
         phx_exit(c, PHX_GLB_EXIT_LOST);
         return;
     }
-    uint8_t tab[PHX_GLB_MAXP * 8 + 8];
-    phx_tid_t ids[PHX_GLB_MAXP];
+    m->p = p;
+    uint8_t me[8];
     phx_wenc_t e;
-    phx_wenc_init(&e, tab, sizeof tab);
+    phx_wenc_init(&e, me, sizeof me);
+    phx_wenc_u64(&e, phx_self(c));
     for (int r = 0; r < p; r++) {
-        phx_tid_t id = phx_spawn_on(c, G_task_type, r, NULL, 0);
+        phx_tid_t id = phx_spawn_on(c, G_task_type, r, me, (size_t)phx_wenc_end(&e));
         if (id == PHX_TID_NONE) {
             fprintf(stderr, "glb: cannot spawn the GLB task on rank %d\n", r);
             phx_exit(c, PHX_GLB_EXIT_LOST);
             return;
         }
-        phx_wenc_u64(&e, ids[r] = id);
+        m->ids[r] = id;
     }
-    phx_wenc_u64(&e, 0);
-    die_point(c, 0, p, NULL, "M");      /* tasks spawned, no start message sent */
-    /* Test hook U (rank 0 dies at a T_UP): only ranks 0 and 1 get a start
-     * message, so the others can start only by the survivors' relay. */
-    int upto = die_armed(0, "U") && p > 2 ? 2 : p;
-    for (int r = 0; r < upto; r++) {
-        int rc = phx_send(c, ids[r], T_INIT, tab, (size_t)phx_wenc_end(&e));
-        if (rc < 0) {
-            fprintf(stderr, "glb: cannot start rank %d: %s\n", r, phx_strerror(rc));
-            phx_exit(c, PHX_GLB_EXIT_LOST);
-            return;
-        }
-    }
-    phx_task_done(c);
+    main_check(c, m, 1);
 }
 
 int phx_glb_run(int argc, char **argv, const phx_glb_ops_t *ops, void *app, const phx_glb_cfg_t *cfg)
@@ -635,11 +721,12 @@ int phx_glb_run(int argc, char **argv, const phx_glb_ops_t *ops, void *app, cons
         fprintf(stderr, "glb: cannot register the failure callback\n");
         return 1;
     }
-    phx_type_t tt = { .name = "glb", .state_size = sizeof(glb_task_t), .fini = task_fini,
+    phx_type_t tt = { .name = "glb", .state_size = sizeof(glb_task_t), .init = task_init, .fini = task_fini,
                       .handlers = { [T_INIT] = on_init, [T_MSG] = on_msg, [T_CONT] = on_cont,
                                     [T_KILL] = on_kill, [T_UP] = on_up } };
     G_task_type = phx_register_type(&tt);
-    phx_type_t mt = { .name = "glb-main", .init = main_init };
+    phx_type_t mt = { .name = "glb-main", .state_size = sizeof(glb_main_t), .init = main_init,
+                      .handlers = { [M_HERE] = on_here, [M_POLL] = on_main_poll } };
     int main_type = phx_register_type(&mt);
     if (G_task_type < 0 || main_type < 0) {
         fprintf(stderr, "glb: cannot register task types\n");
