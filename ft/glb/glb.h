@@ -48,7 +48,9 @@ typedef struct phx_glb_ops {
     /* acc <- acc (+) r. */
     void (*reduce)(void *app, uint64_t *acc, const uint64_t *r);
     /* The root (rank 0, or the lowest live rank after its loss), once: the
-     * reduced result. */
+     * reduced result. A root killed after its report and before the job's
+     * end left it is followed by the next root's report of the same
+     * result: no survivor can know whether the first one got out. */
     void (*report)(void *app, const uint64_t *result, double seconds);
 } phx_glb_ops_t;
 

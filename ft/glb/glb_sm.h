@@ -20,7 +20,8 @@ typedef struct phx_glb_io {
     void (*send)(void *ctx, int dst, const uint8_t *buf, size_t len);
     /* Labelled protocol point (fault injection); may not return. */
     void (*point)(void *ctx, const char *label);
-    /* Rank 0: termination decided, result reduced over the live set. */
+    /* The root (the lowest live rank): termination decided, result
+     * reduced over every rank's state. */
     void (*finish)(void *ctx, const uint64_t *result);
     /* The job cannot end exactly: why = "unrecoverable: ...". */
     void (*abort)(void *ctx, const char *why);
