@@ -81,6 +81,8 @@ typedef struct sim {
     const char *die_label; int die_rank, die_nth, die_count;
     int die_pair;               /* also kill this rank at the same moment (-1 none) */
     int chain_max;              /* R5 at any rank 2..chain_max kills it (sequential kills) */
+    int kill_root_finish;       /* rank 0 dies right after its finish (its report got out) */
+    uint64_t root_result;       /* what that finish reported */
     char why[200];
 } sim_t;
 
@@ -161,6 +163,11 @@ static void io_finish(void *c, const uint64_t *r)
     ioctx_t *x = c;
     if (x->s->dead[x->rank])
         return;                 /* killed at a point inside this call */
+    if (x->s->kill_root_finish && x->rank == 0) {
+        x->s->root_result = r[0];
+        kill_node(x->s, 0);     /* before the job's end reached anyone */
+        return;
+    }
     x->s->finished = 1;
     x->s->finisher = x->rank;
     x->s->result = r[0];
@@ -565,6 +572,19 @@ static void test_root_chain(void **st)
     }
 }
 
+/* Rank 0 dies right after its finish (it printed the result, the job's
+ * end had not left it): the survivors adopt its backed-up state and the
+ * next root decides again, with the same count. */
+static void test_root_after_finish(void **st)
+{
+    (void)st;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        sim_t s = { .die_pair = -1, .kill_root_finish = 1 };
+        run_root_exact(&s, 2 + (int)(seed % 7), seed, NULL, "root after finish");
+        assert_int_equal(s.root_result, expect());
+    }
+}
+
 /* Rank 0 lost together with its Back (rank 1): nobody holds rank 0's
  * state, so the job must end naming that loss (or be exact, when it had
  * already finished). At rank 0's P points both die in the same step
@@ -621,6 +641,7 @@ int main(void)
         cmocka_unit_test(test_root_final_wave),
         cmocka_unit_test(test_root_chain),
         cmocka_unit_test(test_root_and_backup),
+        cmocka_unit_test(test_root_after_finish),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
