@@ -225,10 +225,13 @@ static void act(mlog_t *g, int rc, uint64_t epoch)
     phx_ml_rec_act_t a;
     while (phx_ml_rec_next(g->rec, &a)) {
         switch (a.what) {
-        case PHX_ML_REC_SEND: {
+        case PHX_ML_REC_SEND_ALL: {   /* to every peer live in the machine's view, now */
             uint8_t b[PHX_ML_ROUND_LEN];
             phx_ml_round_enc(b, a.round);
-            phx_mlog_ctl(g, a.dst, a.kind == PHX_ML_REC_RDONE ? ML_RDONE : ML_RFIN, b, sizeof b);
+            const uint8_t *dead = phx_ml_rec_dead(g->rec);
+            for (int r = 0; r < n->size; r++)
+                if (r != n->rank && !dead[r])
+                    phx_mlog_ctl(g, r, a.kind == PHX_ML_REC_RDONE ? ML_RDONE : ML_RFIN, b, sizeof b);
             break;
         }
         case PHX_ML_REC_SNAP_HOSTS:

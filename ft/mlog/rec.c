@@ -46,13 +46,11 @@ static int push(phx_ml_rec_t *m, phx_ml_rec_act_t a)
 
 #define ACT(m, ...) push((m), (phx_ml_rec_act_t){ __VA_ARGS__ })
 
+/* One action for every live peer: the caller reads the dead set when it
+ * takes the action (right after this event, so this view). */
 static int send_all(phx_ml_rec_t *m, int kind)
 {
-    int rc = 0;
-    for (int r = 0; r < m->c.n; r++)
-        if (r != m->c.rank && !m->dead[r] && !rc)
-            rc = ACT(m, .what = PHX_ML_REC_SEND, .dst = r, .kind = kind, .round = (uint32_t)m->pround);
-    return rc;
+    return ACT(m, .what = PHX_ML_REC_SEND_ALL, .kind = kind, .round = (uint32_t)m->pround);
 }
 
 int phx_ml_rec_create(const phx_ml_rec_cfg_t *cfg, phx_ml_rec_t **out)
@@ -67,7 +65,7 @@ int phx_ml_rec_create(const phx_ml_rec_cfg_t *cfg, phx_ml_rec_t **out)
     m->c = *cfg;
     size_t n = (size_t)cfg->n;
     uint8_t *b = calloc(5, n);
-    m->qcap = n + 8;
+    m->qcap = PHX_ML_REC_QMAX;
     m->q = calloc(m->qcap, sizeof *m->q);
     if (!b || !m->q) {
         free(b);

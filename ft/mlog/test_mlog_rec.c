@@ -145,15 +145,23 @@ static void apply(world_t *w, int y, int rc)
     phx_ml_rec_act_t a;
     while (phx_ml_rec_next(w->m[y], &a)) {
         switch (a.what) {
-        case PHX_ML_REC_SEND:
-            if (!w->alive[a.dst])
-                break;
-            if (w->ql[y][a.dst] == QMAX) {
-                viol(w, V_MODEL);
-                break;
+        case PHX_ML_REC_SEND_ALL: {
+            /* One frame on each link to a peer live in the machine's view
+             * (one to a rank dead in truth is lost with it); each link
+             * stays FIFO, and the explorer interleaves the links'
+             * deliveries. */
+            const uint8_t *dead = phx_ml_rec_dead(w->m[y]);
+            for (int d = 0; d < w->n; d++) {
+                if (d == y || dead[d] || !w->alive[d])
+                    continue;
+                if (w->ql[y][d] == QMAX) {
+                    viol(w, V_MODEL);
+                    break;
+                }
+                w->q[y][d][w->ql[y][d]++] = (qmsg_t){ (uint8_t)a.kind, (uint8_t)a.round };
             }
-            w->q[y][a.dst][w->ql[y][a.dst]++] = (qmsg_t){ (uint8_t)a.kind, (uint8_t)a.round };
             break;
+        }
         case PHX_ML_REC_PHASE:
             w->replaying[y] = 1;
             break;
