@@ -238,6 +238,7 @@ static void act(mlog_t *g, int rc, uint64_t epoch)
             snap_hosts(g);   /* before cr relocates anything */
             break;
         case PHX_ML_REC_BEGIN:
+            atomic_store(&g->rround, a.round);
             if (a.guard)
                 atomic_fetch_add(&g->left, 1);
             atomic_store(&g->rel, 0);
@@ -314,13 +315,17 @@ static void on_hold_timer(uv_timer_t *t)
     act(g, phx_ml_rec_retry(g->rec), 0);
 }
 
-/* The comm-thread call the replay phase's end queues (g->replay_end). */
+/* The comm-thread call the replay phase's end queues (g->replay_end),
+ * naming the round it ended: the machine drops an earlier round's. */
 static void replay_end(phx_node_t *n, phx_msg_t *m)
 {
+    uint32_t round = 0;
+    if (m->hdr.len >= sizeof round)
+        memcpy(&round, m->data, sizeof round);
     phx_msg_free(m);
     mlog_t *g = n->rec_st;
     if (g)
-        act(g, phx_ml_rec_replay_done(g->rec), 0);
+        act(g, phx_ml_rec_replay_done(g->rec, round), 0);
 }
 
 int phx_mlog_round_init(mlog_t *g)

@@ -2,8 +2,9 @@
  *
  * PHX_ML_REC_MUTANT (tests only, never in the library): 1 takes out the
  * checkpoint hold at the hand-back, 2 counts an RFIN for whatever round
- * is current instead of the round it names; test_mlog_rec_mutant checks
- * the explorer catches each. */
+ * is current instead of the round it names, 3 counts a replay phase's end
+ * for the current round whatever round it names; test_mlog_rec_mutant
+ * checks the explorer catches each. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,9 +238,12 @@ int phx_ml_rec_on_rfin(phx_ml_rec_t *m, int from, uint32_t round)
     return hold_check(m);
 }
 
-int phx_ml_rec_replay_done(phx_ml_rec_t *m)
+int phx_ml_rec_replay_done(phx_ml_rec_t *m, uint32_t round)
 {
-    if (m->fin[m->c.rank] >= m->pround)
+#if PHX_ML_REC_MUTANT == 3
+    round = (uint32_t)m->pround;
+#endif
+    if (round != (uint32_t)m->pround || m->fin[m->c.rank] >= m->pround)
         return 0;
     m->fin[m->c.rank] = (uint8_t)m->pround;
     int rc = send_all(m, PHX_ML_REC_RFIN);

@@ -107,8 +107,13 @@ int phx_ml_rec_handback(phx_ml_rec_t *m);
 /* ML_RDONE / ML_RFIN from rank from naming round (0: undecodable). */
 int phx_ml_rec_on_rdone(phx_ml_rec_t *m, int from, uint32_t round);
 int phx_ml_rec_on_rfin(phx_ml_rec_t *m, int from, uint32_t round);
-/* Every replay record here finished (the phase ended). */
-int phx_ml_rec_replay_done(phx_ml_rec_t *m);
+/* Every replay record here finished (the phase ended); round: this
+ * machine's round (phx_ml_rec_round) as the phase's end saw it (the
+ * runtime's workers: the round of the last BEGIN). An end of an earlier
+ * round is stale and queues nothing: its call was overtaken by the next
+ * round's begin, whose own phase ends later (counting it for the new round
+ * would send that round's RFIN before its replays ended). */
+int phx_ml_rec_replay_done(phx_ml_rec_t *m, uint32_t round);
 /* The gate may have opened: release if it did. */
 int phx_ml_rec_retry(phx_ml_rec_t *m);
 /* cr committed an epoch; busy: a replay is still under way here. */

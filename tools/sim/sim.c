@@ -1026,7 +1026,7 @@ static void ml_handback(int r, int dead)
  * the record may overtake it within the jitter: nothing orders on that
  * (RDONE and RFIN are counted per round, not against app frames). */
 typedef struct mlb {
-    int src, m, k;
+    int src, m, k, left;   /* left: frames counted in S.mlb_fly, not arrived yet */
     uint32_t tag;
     uint64_t a, b, t0;
 } mlb_t;
@@ -1063,7 +1063,10 @@ static void mlb_next(mlb_t *b)
         if (dead[d])
             continue;
         uint64_t dep = b->t0 + (uint64_t)(k + 1) * S.c.send_cost;
-        S.mlb_fly--;
+        if (b->left) {
+            b->left--;
+            S.mlb_fly--;
+        }
         if (partitioned(b->src, d, dep)) {
             S.dropped++;
             continue;
@@ -1072,6 +1075,7 @@ static void mlb_next(mlb_t *b)
                      .src = b->src, .dst = d, .buf = (uint8_t *)b });
         return;
     }
+    S.mlb_fly -= (uint64_t)b->left;   /* peers that died since the send */
     free(b);
 }
 
@@ -1089,7 +1093,7 @@ static void ml_send_all(int src, int type, uint32_t round)
     mlb_t *b = malloc(sizeof *b);
     if (!b)
         die("out of memory", PHX_ENOMEM);
-    *b = (mlb_t){ .src = src, .m = n - 1, .tag = (uint32_t)type | round << 8,
+    *b = (mlb_t){ .src = src, .m = n - 1, .left = live, .tag = (uint32_t)type | round << 8,
                   .t0 = S.now > x->busy ? S.now : x->busy };
     b->a = 1 + rnd_below((uint64_t)(b->m > 1 ? b->m - 1 : 1));
     while (b->m > 1 && gcd_u64(b->a, (uint64_t)b->m) != 1)
@@ -1227,7 +1231,7 @@ static void ml_rec_drain(int r, int rc)
         if (!x->ml_phase || x->ml_left)
             break;
         x->ml_phase = 0;
-        rc = phx_ml_rec_replay_done(x->rec);
+        rc = phx_ml_rec_replay_done(x->rec, phx_ml_rec_round(x->rec));
     }
     S.ml_in_drain--;
 }
