@@ -92,6 +92,7 @@ typedef struct mlog {
     _Atomic int phase;          /* a partial recovery began: lost tasks are checked */
     _Atomic int left;           /* records still replaying after the release */
     _Atomic int rel;            /* ... and every live rank handed back */
+    _Atomic uint32_t rround;    /* the round's machine's round at its last BEGIN (the phase's end names it) */
     /* The comm-thread call queued when the replay phase ends (mlog_round.c
      * sets it: the machine hears of it there). */
     void (*replay_end)(phx_node_t *n, phx_msg_t *m);

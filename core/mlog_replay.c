@@ -21,6 +21,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/eventlog.h"
@@ -117,7 +118,12 @@ static void end_phase(mlog_t *g)
     atomic_store_explicit(&g->phase, 0, memory_order_release);
     phx_evlog("mlog_replay_done", "\"tasks\":%d", atomic_load(&g->nrep));
     phx_metrics_replay_done();
-    phx_msg_t *m = phx_msg_alloc(0);
+    /* The round this end belongs to: a call still queued when the next
+     * round begins is that round's no more (ft/mlog/rec.h drops it). */
+    uint32_t round = atomic_load(&g->rround);
+    phx_msg_t *m = phx_msg_alloc(sizeof round);
+    if (m)
+        memcpy(m->data, &round, sizeof round);
     if (!m) {   /* cr's checkpoints would stay held for ever */
         PHX_ERROR("mlog", "out of memory ending a replay: ending the job");
         phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);

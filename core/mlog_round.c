@@ -225,16 +225,20 @@ static void act(mlog_t *g, int rc, uint64_t epoch)
     phx_ml_rec_act_t a;
     while (phx_ml_rec_next(g->rec, &a)) {
         switch (a.what) {
-        case PHX_ML_REC_SEND: {
+        case PHX_ML_REC_SEND_ALL: {   /* to every peer live in the machine's view, now */
             uint8_t b[PHX_ML_ROUND_LEN];
             phx_ml_round_enc(b, a.round);
-            phx_mlog_ctl(g, a.dst, a.kind == PHX_ML_REC_RDONE ? ML_RDONE : ML_RFIN, b, sizeof b);
+            const uint8_t *dead = phx_ml_rec_dead(g->rec);
+            for (int r = 0; r < n->size; r++)
+                if (r != n->rank && !dead[r])
+                    phx_mlog_ctl(g, r, a.kind == PHX_ML_REC_RDONE ? ML_RDONE : ML_RFIN, b, sizeof b);
             break;
         }
         case PHX_ML_REC_SNAP_HOSTS:
             snap_hosts(g);   /* before cr relocates anything */
             break;
         case PHX_ML_REC_BEGIN:
+            atomic_store(&g->rround, a.round);
             if (a.guard)
                 atomic_fetch_add(&g->left, 1);
             atomic_store(&g->rel, 0);
@@ -311,13 +315,17 @@ static void on_hold_timer(uv_timer_t *t)
     act(g, phx_ml_rec_retry(g->rec), 0);
 }
 
-/* The comm-thread call the replay phase's end queues (g->replay_end). */
+/* The comm-thread call the replay phase's end queues (g->replay_end),
+ * naming the round it ended: the machine drops an earlier round's. */
 static void replay_end(phx_node_t *n, phx_msg_t *m)
 {
+    uint32_t round = 0;
+    if (m->hdr.len >= sizeof round)
+        memcpy(&round, m->data, sizeof round);
     phx_msg_free(m);
     mlog_t *g = n->rec_st;
     if (g)
-        act(g, phx_ml_rec_replay_done(g->rec), 0);
+        act(g, phx_ml_rec_replay_done(g->rec, round), 0);
 }
 
 int phx_mlog_round_init(mlog_t *g)

@@ -2,8 +2,9 @@
  *
  * PHX_ML_REC_MUTANT (tests only, never in the library): 1 takes out the
  * checkpoint hold at the hand-back, 2 counts an RFIN for whatever round
- * is current instead of the round it names; test_mlog_rec_mutant checks
- * the explorer catches each. */
+ * is current instead of the round it names, 3 counts a replay phase's end
+ * for the current round whatever round it names; test_mlog_rec_mutant
+ * checks the explorer catches each. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,13 +47,11 @@ static int push(phx_ml_rec_t *m, phx_ml_rec_act_t a)
 
 #define ACT(m, ...) push((m), (phx_ml_rec_act_t){ __VA_ARGS__ })
 
+/* One action for every live peer: the caller reads the dead set when it
+ * takes the action (right after this event, so this view). */
 static int send_all(phx_ml_rec_t *m, int kind)
 {
-    int rc = 0;
-    for (int r = 0; r < m->c.n; r++)
-        if (r != m->c.rank && !m->dead[r] && !rc)
-            rc = ACT(m, .what = PHX_ML_REC_SEND, .dst = r, .kind = kind, .round = (uint32_t)m->pround);
-    return rc;
+    return ACT(m, .what = PHX_ML_REC_SEND_ALL, .kind = kind, .round = (uint32_t)m->pround);
 }
 
 int phx_ml_rec_create(const phx_ml_rec_cfg_t *cfg, phx_ml_rec_t **out)
@@ -67,7 +66,7 @@ int phx_ml_rec_create(const phx_ml_rec_cfg_t *cfg, phx_ml_rec_t **out)
     m->c = *cfg;
     size_t n = (size_t)cfg->n;
     uint8_t *b = calloc(5, n);
-    m->qcap = n + 8;
+    m->qcap = PHX_ML_REC_QMAX;
     m->q = calloc(m->qcap, sizeof *m->q);
     if (!b || !m->q) {
         free(b);
@@ -239,9 +238,12 @@ int phx_ml_rec_on_rfin(phx_ml_rec_t *m, int from, uint32_t round)
     return hold_check(m);
 }
 
-int phx_ml_rec_replay_done(phx_ml_rec_t *m)
+int phx_ml_rec_replay_done(phx_ml_rec_t *m, uint32_t round)
 {
-    if (m->fin[m->c.rank] >= m->pround)
+#if PHX_ML_REC_MUTANT == 3
+    round = (uint32_t)m->pround;
+#endif
+    if (round != (uint32_t)m->pround || m->fin[m->c.rank] >= m->pround)
         return 0;
     m->fin[m->c.rank] = (uint8_t)m->pround;
     int rc = send_all(m, PHX_ML_REC_RFIN);

@@ -43,7 +43,12 @@ typedef struct {
 
 /* What the runtime does, in the order queued. */
 typedef enum {
-    PHX_ML_REC_SEND = 1,      /* .kind (RDONE or RFIN) naming .round to rank .dst */
+    PHX_ML_REC_SEND_ALL = 1,  /* .kind (RDONE or RFIN) naming .round to every rank but this one that
+                               * phx_ml_rec_dead names live when the action is taken (the caller takes
+                               * the actions right after their event, so: the view at the event).
+                               * One action, not one per rank: the queue stays a few actions deep
+                               * whatever n is (a simulator holding thousands of these machines
+                               * pays n of them per node otherwise) */
     PHX_ML_REC_SNAP_HOSTS,    /* the period's first failure: record where every task is (before cr moves any) */
     PHX_ML_REC_BEGIN,         /* a partial round .round restores here: rel = 0 (tasks without a record hold
                                * again); .guard: add a guard to the count of unfinished replays, taken back at
@@ -72,7 +77,7 @@ enum {
 
 typedef struct {
     phx_ml_rec_act_kind_t what;
-    int dst, kind, on, dets, own, guard, why, nfail, seq, global;
+    int kind, on, dets, own, guard, why, nfail, seq, global;
     uint32_t round;
 } phx_ml_rec_act_t;
 
@@ -82,9 +87,13 @@ void phx_ml_rec_destroy(phx_ml_rec_t *m);
 /* A copy with the same state and queued actions (explorers). */
 int phx_ml_rec_clone(const phx_ml_rec_t *m, phx_ml_rec_t **out);
 
+/* The action queue's size: no event queues more than 5 actions (the
+ * hand-back: PHASE, HOLD, HANDBACK, SEND_ALL, RELEASE), whatever n is. */
+#define PHX_ML_REC_QMAX 8
+
 /* ---- events: each queues actions and returns 0, or PHX_ENOSPC when the
  * action queue is full (the caller drains it after every event, so at most
- * n + 8 are queued) ---------------------------------------------------------- */
+ * 5 are queued) -------------------------------------------------------------- */
 
 /* Rank failed (once per rank; repeats and bad ranks queue nothing new). */
 int phx_ml_rec_on_failure(phx_ml_rec_t *m, int rank);
@@ -98,8 +107,13 @@ int phx_ml_rec_handback(phx_ml_rec_t *m);
 /* ML_RDONE / ML_RFIN from rank from naming round (0: undecodable). */
 int phx_ml_rec_on_rdone(phx_ml_rec_t *m, int from, uint32_t round);
 int phx_ml_rec_on_rfin(phx_ml_rec_t *m, int from, uint32_t round);
-/* Every replay record here finished (the phase ended). */
-int phx_ml_rec_replay_done(phx_ml_rec_t *m);
+/* Every replay record here finished (the phase ended); round: this
+ * machine's round (phx_ml_rec_round) as the phase's end saw it (the
+ * runtime's workers: the round of the last BEGIN). An end of an earlier
+ * round is stale and queues nothing: its call was overtaken by the next
+ * round's begin, whose own phase ends later (counting it for the new round
+ * would send that round's RFIN before its replays ended). */
+int phx_ml_rec_replay_done(phx_ml_rec_t *m, uint32_t round);
 /* The gate may have opened: release if it did. */
 int phx_ml_rec_retry(phx_ml_rec_t *m);
 /* cr committed an epoch; busy: a replay is still under way here. */

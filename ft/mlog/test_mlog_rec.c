@@ -11,11 +11,12 @@
  * The runtime's orderings the model keeps (each a FIFO or pause argument,
  * stated where the event is enabled): a notice ends a node's steps of the
  * round under way (cr restarts it); workers, hence a phase's end, run only
- * outside a node's round; a decision waits for every live rank's report,
- * sent after its workers paused, by when a phase-end call they queued ran;
- * a commit follows every live rank's marker, so the links are empty.
- * Without the last two the explorer reports schedules the runtime cannot
- * produce (a round-1 RFIN counted in round 2, or in the next period).
+ * outside a node's round; a commit follows every live rank's marker, so
+ * the links are empty (without it the explorer reports schedules the
+ * runtime cannot produce: a round-1 RFIN counted in the next period). A
+ * phase-end call may reach its machine at any later step, after the next
+ * round's decision and begin too: it names the round the phase ended in,
+ * and the machine drops an earlier round's.
  *
  * Checked in every schedule:
  *   - no checkpoint commits while a live node's replay is under way (the
@@ -27,9 +28,10 @@
  *     hand-back restores every rank the period lost;
  *   - liveness: when nothing is left to happen, every live node's round is
  *     released, its replays ended, its hold let go.
- * Built a second and third time with PHX_ML_REC_MUTANT (the hold at the
- * hand-back taken out; an RFIN counted for any round), the same explorer
- * must find a checkpoint committed during a replay. */
+ * Built a second, third and fourth time with PHX_ML_REC_MUTANT (the hold
+ * at the hand-back taken out; an RFIN counted for any round; a phase's
+ * end counted for the current round whatever round it names), the same
+ * explorer must find a checkpoint committed during a replay. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,6 +82,7 @@ typedef struct world {
     uint8_t paused[NMAX];           /* cr paused the workers for a round (from the notice to its end) */
     uint8_t replaying[NMAX];        /* ground truth: the replay phase is on */
     uint8_t endq[NMAX];             /* the phase ended, its call to the machine still queued */
+    uint8_t endr[NMAX];             /* ... naming the round the phase ended in */
     uint8_t held[NMAX];             /* the machine's last HOLD */
     uint8_t rel_round[NMAX];        /* last round the machine released */
     uint8_t hbs[NMAX][4], rels[NMAX][4];
@@ -145,15 +148,23 @@ static void apply(world_t *w, int y, int rc)
     phx_ml_rec_act_t a;
     while (phx_ml_rec_next(w->m[y], &a)) {
         switch (a.what) {
-        case PHX_ML_REC_SEND:
-            if (!w->alive[a.dst])
-                break;
-            if (w->ql[y][a.dst] == QMAX) {
-                viol(w, V_MODEL);
-                break;
+        case PHX_ML_REC_SEND_ALL: {
+            /* One frame on each link to a peer live in the machine's view
+             * (one to a rank dead in truth is lost with it); each link
+             * stays FIFO, and the explorer interleaves the links'
+             * deliveries. */
+            const uint8_t *dead = phx_ml_rec_dead(w->m[y]);
+            for (int d = 0; d < w->n; d++) {
+                if (d == y || dead[d] || !w->alive[d])
+                    continue;
+                if (w->ql[y][d] == QMAX) {
+                    viol(w, V_MODEL);
+                    break;
+                }
+                w->q[y][d][w->ql[y][d]++] = (qmsg_t){ (uint8_t)a.kind, (uint8_t)a.round };
             }
-            w->q[y][a.dst][w->ql[y][a.dst]++] = (qmsg_t){ (uint8_t)a.kind, (uint8_t)a.round };
             break;
+        }
         case PHX_ML_REC_PHASE:
             w->replaying[y] = 1;
             break;
@@ -236,11 +247,9 @@ static int enabled(const world_t *w, const cfg_t *c, ev_t *e)
     int undecided = 0;   /* dead ranks: any() skips them */
     for (int x = 0; x < n; x++)
         undecided |= w->undecided[x];
-    /* The decision needs every live rank's report, sent once its workers
-     * paused: a phase-end call a worker queued before it parked is
-     * drained by then (the comm thread runs every pending async in one
-     * pass, and the reply needs another). */
-    if (undecided && !notices_pending(w) && !any(w->endq, w))
+    /* The decision needs every live rank's report; a phase-end call still
+     * queued may be taken before or after it (it names its round). */
+    if (undecided && !notices_pending(w))
         e[k++] = (ev_t){ E_DECIDE, 0, 0 };
     int begs = any(w->beg, w);
     for (int y = 0; y < n; y++) {
@@ -372,10 +381,11 @@ static void step(world_t *w, ev_t e)
     case E_END:
         w->replaying[e.a] = 0;
         w->endq[e.a] = 1;
+        w->endr[e.a] = (uint8_t)phx_ml_rec_round(w->m[e.a]);
         break;
     case E_ENDCALL:
         w->endq[e.a] = 0;
-        apply(w, e.a, phx_ml_rec_replay_done(w->m[e.a]));
+        apply(w, e.a, phx_ml_rec_replay_done(w->m[e.a], w->endr[e.a]));
         break;
     case E_CKPT:
         w->ckpts++;

@@ -32,6 +32,8 @@
 #include "base/phx_err.h"
 #include "base/phx_log.h"
 #include "ft/ckpt/ckpt.h"
+#include "ft/ckpt/ckpt_msg.h"
+#include "ft/ckpt/recover.h"
 #include "ft/era/era.h"
 #include "ft/era/group.h"
 #include "ft/hb/bcast.h"
@@ -50,16 +52,18 @@
 #define EV_DECIDED 101    /* crash-point kind: ERA decisions learnt (core/agree.c's DIE_DECIDED) */
 
 enum kind { EV_HB, EV_ERA, EV_TDC, EV_APP, EV_TIMER, EV_CRASH, EV_HINT, EV_ERA_START, EV_BC, EV_WAKE,
-            EV_CR, EV_ML, EV_NKIND };
+            EV_CR, EV_ML, EV_MLB, EV_MLQ, EV_NKIND };
+/* EV_MLB: the next arrival of a SEND_ALL's broadcast record (mlb_t);
+ * EV_MLQ: a run of RDONE / RFIN frames of one round waiting for a CPU,
+ * their senders in one list (mlq_t), never in the heap. */
 /* recovery=cr messages (core/cr*.c), in the tag's low byte; round above */
 enum { CR_STATE, CR_DECIDE, CR_XFER, CR_DONE, CR_GO };
 #define CR_SLICES 32   /* PHX_LOC_SLICES (core/node.h) */
 /* The stencil app and mlog-causal (core/mlog.c) messages, in the tag's low
  * byte; the sender's rollback epoch above. */
 enum { ML_APP, ML_STEP, ML_ACK, ML_RDETS, ML_RMSG, ML_RDONE, ML_KICK, ML_RFIN };
-/* DECIDE's flag (tag bit 31): the round is partial (mlog); the round
- * (dead count) sits in bits 8..30. */
-#define CR_PARTIAL (1u << 31)
+/* cr frames: the round (dead count) in tag bits 8..27; DECIDE's flags
+ * (PHX_CK_D_*: partial, sequential) in bits 28..30. */
 enum lat_dist { LAT_CONST, LAT_UNIFORM, LAT_EXP };
 
 typedef struct ev {
@@ -79,6 +83,8 @@ typedef struct qent {
     uint32_t tag, len, depth;
     uint8_t kind;
 } qent_t;
+
+typedef struct ck_xgot { int x, got; } ck_xgot_t;
 
 typedef struct node {
     phx_ft_hb_t *hb;
@@ -100,15 +106,15 @@ typedef struct node {
     int era_ndecided;
     uint64_t era_value;
     /* recovery=cr */
+    phx_ck_rec_t *ck;            /* the real recovery-round machine of this node (ft/ckpt/recover.h) */
+    uint8_t *ck_dead;            /* cr's view: n flags (from the first notice on) */
     int cr_ndead, cr_coord;      /* round = dead count; lowest rank alive in our view */
-    int cr_decided;              /* round of the DECIDE we act on, -1: none */
-    int cr_xfer_got, cr_done_sent;
+    uint8_t cr_rec;              /* a round is open here (from a notice to its RESUME) */
+    int cr_decided;              /* round of the DECIDE taken, -1: none */
+    ck_xgot_t *ck_xg;            /* slices (or copies) shipped here this round, per dead rank */
+    int ck_nxg, ck_cxg;
     uint64_t tx_free, rx_free;   /* NIC: when its send / receive side is free */
     uint64_t hold;               /* comm thread held (restoring) until: timers wait too */
-    phx_ck_round_t *cr_round;    /* coordinators only: the real report table */
-    uint8_t *cr_flags;           /* coordinators only: our dead set as n flags */
-    int cr_round_of;             /* decided round (coordinator), -1: none */
-    int cr_ndone;
     uint64_t cr_go_at;
     /* the stencil app and recovery=mlog-causal */
     phx_ml_t *ml;                /* the real SCML state of this node */
@@ -118,7 +124,6 @@ typedef struct node {
     int cr_partial;              /* the DECIDE acted on was partial */
     uint8_t ml_pr;               /* reported in STATE: bit 0 a round restored here, no GO yet, or global;
                                   * bit 1 a partial round ended (GO) here (core/cr_int.h's pr) */
-    uint8_t *cr_pr;              /* coordinators under mlog: each rank's last reported pr */
     uint8_t ml_phase, ml_held;   /* PHASE seen, replay phase not ended; cr's checkpoints held (HOLD) */
     int ml_left;                 /* unfinished replay records here, plus the release guard */
     int ml_guard;                /* the guard BEGIN added, taken back at RELEASE */
@@ -150,7 +155,8 @@ typedef struct cfg {
     uint64_t seed, until;
     uint64_t lat, jitter, cost, send_cost, skew;
     int dist, fifo, drift_ppm;
-    int cr;                  /* model recovery=cr after each failure */
+    int cr;                  /* recovery=cr after each failure (ft/ckpt/recover.h per node) */
+    int cr_ship_copy;        /* SHIP sends the dead rank's whole copy (core/cr_recover.c), not its moving slices */
     int mlog;                /* recovery=mlog-causal: the first failure recovered partially */
     int app;                 /* run the stencil app (implied by --mlog) */
     uint64_t app_start, app_iter;
@@ -181,7 +187,8 @@ typedef struct sim {
     uint64_t rng, now, seq;
     ev_t *heap;
     size_t hn, hcap;
-    size_t qn, pend_peak;   /* messages in CPU queues; peak of those + the heap's events */
+    size_t qn, pend_peak;   /* messages in CPU queues; peak of those + the heap's events + mlb_fly */
+    uint64_t mlb_fly;       /* frames of broadcast records not arrived yet (not in the heap) */
     /* per-link FIFO: open addressing, key src*n+dst+1 -> last arrival */
     uint64_t *lk, *lv;
     size_t lcap, lused;
@@ -205,8 +212,9 @@ typedef struct sim {
     int td_active_nodes, td_declared, td_premature, td_fatal, td_hops_done;
     int era_split;             /* a node decided two values */
     /* recovery=cr: buddies and relocation table of the epoch, per decision */
-    int *cr_buddy, *cr_loc0, *cr_loc, *cr_expect;
-    uint8_t *cr_scratch;
+    int *cr_buddy, *cr_loc0, *cr_loc, *cr_loc_new, *cr_keep;
+    const int *cr_loc_e;       /* the epoch's table, as the machine reads it */
+    uint8_t *cr_scratch, *cr_have;
     uint64_t cr_bytes, cr_msgs, cr_marks, cr_decide_at, cr_last_done, cr_lost;
     int cr_rounds;
     /* the stencil app and mlog-causal */
@@ -420,8 +428,8 @@ static void push(ev_t e)
     }
     e.seq = S.seq++;
     size_t i = S.hn++;
-    if (S.hn + S.qn > S.pend_peak)
-        S.pend_peak = S.hn + S.qn;
+    if (S.hn + S.qn + S.mlb_fly > S.pend_peak)
+        S.pend_peak = S.hn + S.qn + S.mlb_fly;
     while (i) {
         size_t p = (i - 1) / 2;
         if (!ev_lt(&e, &S.heap[p]))
@@ -612,18 +620,12 @@ static void cb_hb_dead(void *ctx, int rank, uint64_t now)
 
 static void cb_hb_fenced(void *ctx) { S.nd[(int)(intptr_t)ctx].fenced = 1; }
 
-/* ---- recovery=cr (core/cr*.c over ft/ckpt) -------------------------------
- * The message pattern of core/cr*.c's recovery, with ft/ckpt's real
- * decisions (round table, buddies, relocation): every survivor sends
- * STATE(epoch, dead set as n flags) to the coordinator (lowest live rank);
- * once everyone reported its set it decides and sends DECIDE (epoch, n
- * flags) to all; each node sends a rollback MARK on every link (counted and
- * charged as CPU and NIC time, not simulated one by one: nothing waits for
- * them), restores its own state, and a dead node's buddy ships each of the
- * dead node's 32 slices to the host the relocation table names; a node
- * whose own restore and incoming slices are done sends DONE; GO to all once
- * every survivor is done. Bulk bytes go through a per-node NIC (send and
- * receive side, --bw-gbps), restoring costs CPU (--restore-gbps). */
+/* ---- recovery=cr: the network and NICs its round uses ----------------------
+ * Every survivor's ft/ckpt/recover.h machine runs the round (below, after
+ * mlog's glue): STATE (epoch, dead set as n flags) to the coordinator,
+ * DECIDE (epoch, n flags) to all, DONE, GO as frames; bulk bytes go
+ * through a per-node NIC (send and receive side, --bw-gbps), restoring
+ * costs CPU (--restore-gbps). */
 
 static uint64_t bytes_ns(double bytes, double gbps) { return (uint64_t)(bytes * 8.0 / gbps); }
 
@@ -1011,18 +1013,125 @@ static void ml_handback(int r, int dead)
     free(b.b);
 }
 
-/* An RDONE or RFIN frame (header only): the sender's CPU and NIC, then
- * the wire; FIFO behind the hand-back on the same link. */
-static void ml_ctl(int src, int dst, int type, uint32_t round)
+/* A SEND_ALL of r's machine: RDONE or RFIN to every live peer as one
+ * broadcast record, not n - 1 queued frames (a round's 2n(n - 1) frames
+ * held as events took O(n^2) memory: 16 GB at 16k). The sender's CPU and
+ * NIC are charged for every frame now, as n - 1 sends would be. Frame k,
+ * in a random affine order of the peers, leaves at t0 + (k + 1) send_cost
+ * and flies the latency distribution's quantile at (k + u) / m, u uniform
+ * in [0, 1): a stratified draw, so the arrivals come in k's order (one
+ * heap event per record at a time) and each frame's latency still follows
+ * the distribution. Each link stays FIFO behind what was sent on it
+ * before (the hand-back to the new host); a frame sent on a link after
+ * the record may overtake it within the jitter: nothing orders on that
+ * (RDONE and RFIN are counted per round, not against app frames). */
+typedef struct mlb {
+    int src, m, k, left;   /* left: frames counted in S.mlb_fly, not arrived yet */
+    uint32_t tag;
+    uint64_t a, b, t0;
+} mlb_t;
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static uint64_t lat_quantile(double q)
+{
+    switch (S.c.dist) {
+    case LAT_UNIFORM: return S.c.lat + (uint64_t)(q * (double)(S.c.jitter + 1));
+    case LAT_EXP: return S.c.lat + (uint64_t)(-log(1.0 - q) * (double)S.c.jitter);
+    default: return S.c.lat;
+    }
+}
+
+/* Pushes the record's next arrival, or frees it when none is left. A
+ * peer dead in the sender's view now is skipped: it was dead or crashed
+ * when the record was sent, and a crashed node takes nothing. */
+static void mlb_next(mlb_t *b)
+{
+    int n = S.c.n;
+    const uint8_t *dead = phx_ml_rec_dead(S.nd[b->src].rec);
+    while (b->k < b->m) {
+        int k = b->k++;
+        int d = (int)((b->src + 1 + (b->a * (uint64_t)k + b->b) % (uint64_t)b->m) % (uint64_t)n);
+        if (dead[d])
+            continue;
+        uint64_t dep = b->t0 + (uint64_t)(k + 1) * S.c.send_cost;
+        if (b->left) {
+            b->left--;
+            S.mlb_fly--;
+        }
+        if (partitioned(b->src, d, dep)) {
+            S.dropped++;
+            continue;
+        }
+        push((ev_t){ .t = dep + lat_quantile(((double)k + rnd01()) / (double)b->m), .kind = EV_MLB,
+                     .src = b->src, .dst = d, .buf = (uint8_t *)b });
+        return;
+    }
+    S.mlb_fly -= (uint64_t)b->left;   /* peers that died since the send */
+    free(b);
+}
+
+static void ml_send_all(int src, int type, uint32_t round)
 {
     node_t *x = &S.nd[src];
+    if (x->crashed)
+        return;
+    int n = S.c.n, live = 0;
+    const uint8_t *dead = phx_ml_rec_dead(x->rec);
+    for (int d = 0; d < n; d++)
+        live += d != src && !dead[d];
+    if (!live)
+        return;
+    mlb_t *b = malloc(sizeof *b);
+    if (!b)
+        die("out of memory", PHX_ENOMEM);
+    *b = (mlb_t){ .src = src, .m = n - 1, .left = live, .tag = (uint32_t)type | round << 8,
+                  .t0 = S.now > x->busy ? S.now : x->busy };
+    b->a = 1 + rnd_below((uint64_t)(b->m > 1 ? b->m - 1 : 1));
+    while (b->m > 1 && gcd_u64(b->a, (uint64_t)b->m) != 1)
+        b->a = 1 + rnd_below((uint64_t)(b->m - 1));
+    b->b = rnd_below((uint64_t)b->m);
+    x->busy = b->t0 + (uint64_t)live * S.c.send_cost;
     uint64_t t = x->tx_free > S.now ? x->tx_free : S.now;
-    x->tx_free = t + bytes_ns(24.0, S.c.bw_gbps);
+    x->tx_free = t + bytes_ns(24.0 * live, S.c.bw_gbps);   /* header-only frames */
+    x->sent[EV_ML] += (uint32_t)live;
+    S.msgs[EV_ML] += (uint64_t)live;
     if (type == ML_RDONE)
-        S.ml_rdone_marks++;
+        S.ml_rdone_marks += (uint64_t)live;
     else
-        S.ml_rfins++;
-    net_send(src, dst, EV_ML, (uint32_t)type | round << 8, NULL, 0, 0);
+        S.ml_rfins += (uint64_t)live;
+    S.mlb_fly += (uint64_t)live;
+    mlb_next(b);
+}
+
+/* An EV_MLB arrival: the next one of its record goes into the heap, and
+ * this one becomes a plain RDONE / RFIN frame; 0 when the link's FIFO
+ * holds it back (it is pushed again at the link's last arrival). */
+static int mlb_arrive(ev_t *e)
+{
+    mlb_t *b = (mlb_t *)e->buf;
+    e->kind = EV_ML;
+    e->tag = b->tag;
+    e->buf = NULL;
+    e->len = 0;
+    mlb_next(b);
+    if (S.c.fifo) {
+        uint64_t *last = link_slot((uint64_t)e->src * (uint64_t)S.c.n + (uint64_t)e->dst + 1);
+        if (*last > S.now) {
+            e->t = *last;
+            push(*e);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* One action of node r's partial-round machine (core/mlog_round.c's). */
@@ -1031,8 +1140,8 @@ static void ml_rec_act(int r, const phx_ml_rec_act_t *a)
     node_t *x = &S.nd[r];
     int n = S.c.n;
     switch (a->what) {
-    case PHX_ML_REC_SEND:
-        ml_ctl(r, a->dst, a->kind == PHX_ML_REC_RDONE ? ML_RDONE : ML_RFIN, a->round);
+    case PHX_ML_REC_SEND_ALL:
+        ml_send_all(r, a->kind == PHX_ML_REC_RDONE ? ML_RDONE : ML_RFIN, a->round);
         return;
     case PHX_ML_REC_SNAP_HOSTS:   /* the simulator keeps one location table (task[].host) */
     case PHX_ML_REC_RELEASE_HELD: /* no gate */
@@ -1122,27 +1231,9 @@ static void ml_rec_drain(int r, int rc)
         if (!x->ml_phase || x->ml_left)
             break;
         x->ml_phase = 0;
-        rc = phx_ml_rec_replay_done(x->rec);
+        rc = phx_ml_rec_replay_done(x->rec, phx_ml_rec_round(x->rec));
     }
     S.ml_in_drain--;
-}
-
-/* The coordinator's view of what the live ranks restored in this period
- * (multi.h's replayed), from their reports' pr. */
-static int ml_replayed(int c)
-{
-    node_t *x = &S.nd[c];
-    int any = 0, all = 1;
-    for (int y = 0; y < S.c.n; y++) {
-        if (x->cr_flags[y])
-            continue;
-        uint8_t pr = y == c ? x->ml_pr : x->cr_pr[y];
-        if (pr & 1)
-            return PHX_MLD_REPLAYED_OTHER;
-        any |= pr & 2;
-        all &= (pr >> 1) & 1;
-    }
-    return !any ? PHX_MLD_REPLAYED_NONE : all ? PHX_MLD_REPLAYED_ENDED : PHX_MLD_REPLAYED_OTHER;
 }
 
 /* GO at r: partial, hand back first (workers still paused); then resume. */
@@ -1236,6 +1327,49 @@ static void ml_deliver(int y, const ev_t *e)
     }
 }
 
+/* ---- recovery=cr's round: ft/ckpt/recover.h's machine per node ----------
+ * core/cr_recover.c's glue, with the simulator's runtime under it: each
+ * node's phx_ck_rec_t gets the failure notices, STATE, DECIDE, DONE and GO
+ * and the arrival of shipped copies; its actions become timed frames, NIC
+ * transfers and comm-thread time. The node's view (n flags, the round =
+ * its dead count, the lowest live rank as coordinator) is cr's.
+ * JUDGE is the runtime's judge() for the simulated case (memory copies
+ * only, no disk, spares or newcomers): ft/ckpt's relocation, ABORT when a
+ * rank and its buddy are both lost, and under mlog-causal the mode's
+ * rule (phx_ml_rec_decide) over the reports' partial-round bits. Every
+ * node's relocation is the same function of the decided set, so the
+ * simulator computes it once (S.cr_loc). What an action costs:
+ *   OWN: a global rollback's MARK on every link (counted and charged to
+ *        the sender's CPU and NIC, not simulated one by one: nothing waits
+ *        for them) and the restore of the node's own state on the comm
+ *        thread (--restore-gbps; its timers wait too);
+ *   SHIP: the slices of the dead rank's copy that move to dst (--cr-ship=
+ *        slices, the default and the old model's), or the whole copy, as
+ *        core/cr_recover.c ships it (--cr-ship=copy), through both NICs;
+ *   HELD / XFER: the restore of the slices that move here.
+ * The runtime's order is the machine's: the own restore comes before the
+ * buddy ships (the old model shipped first). */
+
+/* The view; its n flags are allocated at a node's first round (a report
+ * may reach the coordinator before its own notice does). */
+static phx_ck_rec_view_t cr_view(node_t *x)
+{
+    if (!x->ck_dead && !(x->ck_dead = calloc((size_t)S.c.n, 1)))
+        die("out of memory", PHX_ENOMEM);
+    return (phx_ck_rec_view_t){ .dead = x->ck_dead, .round = x->cr_ndead, .coord = x->cr_coord, .rec = x->cr_rec };
+}
+
+/* Slices of dead rank d that the round moves to host h (keep: S.cr_keep). */
+static int cr_moving_to(int d, int h)
+{
+    int k = 0;
+    for (int i = d * CR_SLICES; i < (d + 1) * CR_SLICES; i++)
+        k += S.cr_keep[i] == h;
+    return k;
+}
+
+static void cr_run(int r, phx_ck_rec_out_t *o);
+
 static void cr_send_state(int r)
 {
     node_t *x = &S.nd[r];
@@ -1250,197 +1384,261 @@ static void cr_send_state(int r)
     free(l);
 }
 
+static void cr_progress(int r)
+{
+    node_t *x = &S.nd[r];
+    phx_ck_rec_view_t v = cr_view(x);
+    phx_ck_rec_out_t o = { 0 };
+    phx_ck_rec_progress(x->ck, &v, 1, &o);   /* the simulated workers park at once */
+    cr_run(r, &o);
+}
+
 static void cr_on_failure(int r, int d)
 {
     node_t *x = &S.nd[r];
-    x->cr_ndead = phx_ft_hb_dead_count(x->hb);
-    x->cr_decided = -1;
-    x->cr_xfer_got = x->cr_done_sent = 0;
-    if (x->cr_flags)
-        x->cr_flags[d] = 1;
-    while (phx_ft_hb_is_dead(x->hb, x->cr_coord))
-        x->cr_coord++;
-    cr_send_state(r);
-}
-
-static void cr_try_done(int r)
-{
-    node_t *x = &S.nd[r];
-    if (x->cr_decided != x->cr_ndead || x->cr_done_sent || x->cr_xfer_got < S.cr_expect[r])
+    (void)cr_view(x);
+    if (x->ck_dead[d])
         return;
-    x->cr_done_sent = 1;
-    cr_send(r, x->cr_coord, CR_DONE, x->cr_ndead, NULL, 0, 16);
+    x->ck_dead[d] = 1;
+    x->cr_ndead++;
+    x->cr_rec = 1;
+    x->cr_decided = -1;
+    x->ck_nxg = 0;
+    while (x->ck_dead[x->cr_coord])
+        x->cr_coord++;
+    phx_ck_rec_view_t v = cr_view(x);
+    phx_ck_rec_out_t o = { 0 };
+    phx_ck_rec_on_failure(x->ck, &v, &o);
+    cr_run(r, &o);   /* PAUSE */
+    cr_progress(r);  /* STATE */
+    o = (phx_ck_rec_out_t){ 0 };
+    phx_ck_rec_try_decide(x->ck, &v, &o);   /* a new coordinator may hold every report */
+    cr_run(r, &o);
 }
 
-/* DECIDE at r: marks on every link, own restore, a buddy's shipping;
- * under mlog the round's begin (partial) or the rollback (global) reaches
- * r's partial-round machine first, as PHX_CR_PARTIAL_BEGIN does. */
-static void cr_on_decide(int r, int round, int partial)
+/* ROLLBACK: the restore in memory, in the machine's order. */
+static void cr_rollback(int r)
 {
     node_t *x = &S.nd[r];
-    if (round != x->cr_ndead)
-        return;   /* stale: we know a newer failure */
-    x->cr_decided = round;
-    x->cr_partial = partial;
-    if (x->rec) {
-        x->ml_pr |= 1;
-        ml_rec_drain(r, partial ? phx_ml_rec_partial_begin(x->rec, S.ml_since[round])
-                                : phx_ml_rec_on_rollback(x->rec));
-    }
-    app_on_local_decide(r);
-    int n = S.c.n, live = n - x->cr_ndead;
-    double st = S.c.state_mb * 1048576.0, slice = st / CR_SLICES;
-    uint64_t restore = 0;
-    if (!partial) {   /* partial (mlog): survivors keep their state and links */
-        S.cr_marks += (uint64_t)(live - 1);
-        x->busy = (S.now > x->busy ? S.now : x->busy) + (uint64_t)(live - 1) * S.c.send_cost;
-        uint64_t t = x->tx_free > S.now ? x->tx_free : S.now;
-        x->tx_free = t + bytes_ns(24.0 * (live - 1), S.c.bw_gbps);   /* header-only frames */
-        /* A buddy ships first (the NIC works while the CPU restores), then
-         * every node restores its own state and its share, from memory. */
-        restore = bytes_ns(st, S.c.restore_gbps);
-    }
-    for (int d = 0; d < n; d++) {
-        if (S.cr_buddy[d] != r || !phx_ft_hb_is_dead(x->hb, d))
-            continue;
-        for (int k = 0; k < CR_SLICES; k++) {
-            int h = S.cr_loc[d * CR_SLICES + k];
-            if (h == r)
-                restore += bytes_ns(slice, S.c.restore_gbps);
-            else
-                cr_send(r, h, CR_XFER, round, NULL, 0, (uint64_t)slice);
-        }
-    }
-    x->busy += restore;
-    x->hold = x->busy;   /* core/cr*.c restores on the communication thread */
-    cr_try_done(r);
+    int n = S.c.n;
+    x->ml_pr |= 1;   /* reported in later rounds of this period (multi.h's replayed) */
+    memset(S.cr_have, 0, (size_t)n);
+    for (int i = 0; i < x->ck_nxg; i++)
+        S.cr_have[x->ck_xg[i].x] = x->ck_xg[i].got >= (S.c.cr_ship_copy ? 1 : cr_moving_to(x->ck_xg[i].x, r));
+    phx_ck_rec_tables_t t = { .nloc = n * CR_SLICES, .loc_e = S.cr_loc_e, .buddy_e = S.cr_buddy, .keep = S.cr_keep,
+                              .have = S.cr_have };
+    phx_ck_rec_view_t v = cr_view(x);
+    phx_ck_rec_out_t o = { 0 };
+    phx_ck_rec_restore(x->ck, &v, &t, &o);
+    cr_run(r, &o);
 }
 
-/* Coordinator: the real round table decides; the relocation is ft/ckpt's. */
-static void cr_try_decide(int c)
+/* JUDGE at coordinator c: every report is in (j: their partial-round
+ * bits). */
+static void cr_judge(int c, uint64_t e, int j)
 {
     node_t *x = &S.nd[c];
-    uint64_t e;
-    if (x->cr_round_of == x->cr_ndead || !phx_ck_round_decide(x->cr_round, x->cr_flags, &e))
-        return;
-    x->cr_round_of = x->cr_ndead;
-    x->cr_ndone = 0;
     int n = S.c.n, lost = -1, lost_buddy = -1;
-    int rc = phx_ck_relocate(n, n * CR_SLICES, S.cr_loc0, S.cr_buddy, x->cr_flags, S.cr_loc, &lost,
-                             &lost_buddy);
+    phx_ck_rec_view_t v = cr_view(x);
+    phx_ck_rec_out_t o = { 0 };
+    /* mlog: partial or global, by ft/mlog's rule; every dead rank died in
+     * this checkpoint period (no commit is simulated after the start) */
+    int replayed = j & PHX_CK_REC_J_ENDED ? PHX_MLD_REPLAYED_ENDED
+                 : j & PHX_CK_REC_J_REPLAYED ? PHX_MLD_REPLAYED_OTHER : PHX_MLD_REPLAYED_NONE;
+    int partial = x->rec && phx_ml_rec_decide(x->rec, x->ck_dead, x->ck_dead, replayed);
+    int seq = partial && replayed == PHX_MLD_REPLAYED_ENDED;
+    /* Sequential: from the table the period's first round made, moving
+     * only what the dead host now (core/cr_recover.c's do_rollback). */
+    int rc = seq ? phx_ck_relocate_p(n, n * CR_SLICES, S.cr_loc, S.cr_buddy, x->ck_dead, 0, S.cr_loc_new, &lost,
+                                     &lost_buddy)
+                 : phx_ck_relocate(n, n * CR_SLICES, S.cr_loc0, S.cr_buddy, x->ck_dead, S.cr_loc_new, &lost,
+                                   &lost_buddy);
     if (rc == PHX_EUNRECOVERABLE) {
-        S.cr_lost++;   /* the runtime ends the job (78) or restores from disk */
+        phx_ck_rec_abort(x->ck, &v, e, lost, lost_buddy, &o);
+        cr_run(c, &o);
         return;
     }
     if (rc < 0)
         die("ckpt relocate", rc);
-    memset(S.cr_expect, 0, sizeof(int) * (size_t)n);
-    for (int d = 0; d < n; d++)
-        if (x->cr_flags[d])
-            for (int k = 0; k < CR_SLICES; k++)
-                if (S.cr_loc[d * CR_SLICES + k] != S.cr_buddy[d])
-                    S.cr_expect[S.cr_loc[d * CR_SLICES + k]]++;
+    for (int i = 0; i < n * CR_SLICES; i++)
+        S.cr_keep[i] = !seq || x->ck_dead[S.cr_loc[i]] ? S.cr_loc_new[i] : -1;
+    memcpy(S.cr_loc, S.cr_loc_new, sizeof(int) * (size_t)n * CR_SLICES);
     S.cr_rounds++;
     S.cr_decide_at = S.now;
-    /* mlog: partial or global, by ft/mlog's rule; every dead rank died in
-     * this checkpoint period (no commit is simulated after the start) */
-    int partial = x->rec && phx_ml_rec_decide(x->rec, x->cr_flags, x->cr_flags, ml_replayed(c));
-    if (x->rec) {
-        if (x->cr_ndead >= S.ml_nsince) {
-            S.ml_since = xrealloc(S.ml_since, sizeof *S.ml_since * (size_t)(x->cr_ndead + 1));
-            memset(S.ml_since + S.ml_nsince, 0, sizeof *S.ml_since * (size_t)(x->cr_ndead + 1 - S.ml_nsince));
-            S.ml_nsince = x->cr_ndead + 1;
-        }
-        if (!S.ml_since[x->cr_ndead])
-            S.ml_since[x->cr_ndead] = xrealloc(NULL, (size_t)n);
-        memcpy(S.ml_since[x->cr_ndead], x->cr_flags, (size_t)n);
+    if (x->cr_ndead >= S.ml_nsince) {
+        S.ml_since = xrealloc(S.ml_since, sizeof *S.ml_since * (size_t)(x->cr_ndead + 1));
+        memset(S.ml_since + S.ml_nsince, 0, sizeof *S.ml_since * (size_t)(x->cr_ndead + 1 - S.ml_nsince));
+        S.ml_nsince = x->cr_ndead + 1;
     }
-    app_on_decided(x->cr_flags, partial);
-    for (int y = 0; y < n; y++)
-        if (y != c && !x->cr_flags[y])
-            nic_send(EV_CR, c, y, CR_DECIDE | (uint32_t)x->cr_ndead << 8 | (partial ? CR_PARTIAL : 0), NULL, 0,
-                     9 + (uint64_t)n);
-    cr_on_decide(c, x->cr_ndead, partial);
+    if (!S.ml_since[x->cr_ndead])
+        S.ml_since[x->cr_ndead] = xrealloc(NULL, (size_t)n);
+    memcpy(S.ml_since[x->cr_ndead], x->ck_dead, (size_t)n);
+    app_on_decided(x->ck_dead, partial);
+    phx_ck_rec_decide(x->ck, &v, e, (partial ? PHX_CK_D_PARTIAL : 0) | (seq ? PHX_CK_D_SEQ : 0), &o);
+    cr_run(c, &o);
+}
+
+/* Carries out r's actions in order (core/cr_recover.c's run()) and frees o. */
+static void cr_run(int r, phx_ck_rec_out_t *o)
+{
+    node_t *x = &S.nd[r];
+    int n = S.c.n;
+    double slice = S.c.state_mb * 1048576.0 / CR_SLICES;
+    if (o->err)
+        die("ckpt recover: actions lost", o->err);
+    for (int i = 0; i < o->len; i++) {
+        const phx_ck_rec_act_t *a = &o->a[i];
+        switch (a->kind) {
+        case PHX_CK_REC_PAUSE:   /* the app pauses at DECIDE (app_on_local_decide), as before */
+            break;
+        case PHX_CK_REC_STATE:
+            cr_send_state(r);
+            break;
+        case PHX_CK_REC_JUDGE:
+            cr_judge(r, a->epoch, a->flags);
+            break;
+        case PHX_CK_REC_DECIDE:
+            for (int y = 0; y < n; y++)   /* self last */
+                if (y != r && !x->ck_dead[y])
+                    nic_send(EV_CR, r, y, CR_DECIDE | (uint32_t)a->round << 8 | (uint32_t)a->flags << 28, NULL,
+                             0, 9 + (uint64_t)n);
+            nic_send(EV_CR, r, r, CR_DECIDE | (uint32_t)a->round << 8 | (uint32_t)a->flags << 28, NULL, 0, 0);
+            break;
+        case PHX_CK_REC_ABORT:   /* the runtime ends the job (78) */
+            S.cr_lost++;
+            break;
+        case PHX_CK_REC_ROLLBACK:
+            cr_rollback(r);
+            break;
+        case PHX_CK_REC_OWN: {
+            int partial = !!(a->flags & PHX_CK_D_PARTIAL);
+            /* Under mlog the round's begin (partial) or the rollback
+             * (global) reaches the node's partial-round machine before
+             * any restore, as PHX_CR_PARTIAL_BEGIN does. */
+            if (x->rec)
+                ml_rec_drain(r, partial ? phx_ml_rec_partial_begin(x->rec, S.ml_since[a->round])
+                                        : phx_ml_rec_on_rollback(x->rec));
+            app_on_local_decide(r);
+            if (partial)   /* survivors keep their state and links */
+                break;
+            int live = n - x->cr_ndead;
+            S.cr_marks += (uint64_t)(live - 1);
+            x->busy = (S.now > x->busy ? S.now : x->busy) + (uint64_t)(live - 1) * S.c.send_cost;
+            uint64_t t = x->tx_free > S.now ? x->tx_free : S.now;
+            x->tx_free = t + bytes_ns(24.0 * (live - 1), S.c.bw_gbps);   /* header-only frames */
+            x->busy += bytes_ns(S.c.state_mb * 1048576.0, S.c.restore_gbps);
+            x->hold = x->busy;   /* core/cr*.c restores on the communication thread */
+            break;
+        }
+        case PHX_CK_REC_SHIP: {
+            int k = cr_moving_to(a->x, a->dst), dx = a->x;
+            if (S.c.cr_ship_copy)
+                cr_send(r, a->dst, CR_XFER, a->round, &dx, sizeof dx, (uint64_t)(slice * CR_SLICES));
+            else
+                for (int s = 0; s < k; s++)
+                    cr_send(r, a->dst, CR_XFER, a->round, &dx, sizeof dx, (uint64_t)slice);
+            break;
+        }
+        case PHX_CK_REC_HELD:
+        case PHX_CK_REC_XFER:
+            x->busy = (S.now > x->busy ? S.now : x->busy) +
+                      (uint64_t)cr_moving_to(a->x, r) * bytes_ns(slice, S.c.restore_gbps);
+            x->hold = x->busy;
+            break;
+        case PHX_CK_REC_TABLE:   /* the simulator routes by S.cr_loc already */
+            break;
+        case PHX_CK_REC_DONE:
+            cr_send(r, a->dst, CR_DONE, a->round, NULL, 0, 16);
+            break;
+        case PHX_CK_REC_GO:
+            S.cr_last_done = S.now;
+            for (int y = 0; y < n; y++)
+                if (y != r && !x->ck_dead[y])
+                    cr_send(r, y, CR_GO, a->round, NULL, 0, 16);
+            cr_send(r, r, CR_GO, a->round, NULL, 0, 0);
+            if (S.c.stop_early && !S.task && S.now + 2 * S.c.delta < S.c.until)
+                S.c.until = S.now + 2 * S.c.delta;   /* as after the last notice */
+            break;
+        case PHX_CK_REC_RESUME:
+            x->cr_rec = 0;
+            x->cr_go_at = S.now;
+            app_on_go(r);
+            break;
+        }
+    }
+    phx_ck_rec_out_free(o);
 }
 
 static void cr_deliver(int r, const ev_t *e)
 {
     node_t *x = &S.nd[r];
-    int type = (int)(e->tag & 0xff), round = (int)((e->tag & ~CR_PARTIAL) >> 8), n = S.c.n;
+    int type = (int)(e->tag & 0xff), round = (int)((e->tag >> 8) & 0xfffff), n = S.c.n;
+    phx_ck_rec_view_t v = cr_view(x);
+    phx_ck_rec_out_t o = { 0 };
     switch (type) {
-    case CR_STATE:
-        if (!x->cr_round) {
-            x->cr_round = malloc(sizeof *x->cr_round);
-            x->cr_flags = calloc((size_t)n, 1);
-            if (S.c.mlog && !(x->cr_pr = calloc((size_t)n, 1)))
-                die("out of memory", PHX_ENOMEM);
-            if (!x->cr_round || !x->cr_flags || phx_ck_round_init(x->cr_round, n) < 0)
-                die("out of memory (cr round table: n*n bytes)", PHX_ENOMEM);
-            int nd = phx_ft_hb_dead_count(x->hb);
-            int *l = malloc(sizeof(int) * (size_t)(nd ? nd : 1));
-            if (!l)
-                die("out of memory", PHX_ENOMEM);
-            phx_ft_hb_dead_list(x->hb, l, (size_t)nd);
-            for (int i = 0; i < nd; i++)
-                x->cr_flags[l[i]] = 1;
-            free(l);
-            /* our own report, as ctl() to ourselves */
-            phx_ck_round_report(x->cr_round, r, x->cr_flags, 1);
-        }
+    case CR_STATE: {
         memset(S.cr_scratch, 0, (size_t)n);
         for (int i = 0; i < round; i++)
             S.cr_scratch[((const int *)e->buf)[i]] = 1;
-        if (x->cr_pr)
-            x->cr_pr[e->src] = (uint8_t)((const int *)e->buf)[round];
-        phx_ck_round_report(x->cr_round, e->src, S.cr_scratch, 1);
-        phx_ck_round_report(x->cr_round, r, x->cr_flags, 1);
-        x->busy += bytes_ns((double)n, S.c.restore_gbps);   /* copying n flags */
-        cr_try_decide(r);
-        return;
-    case CR_DECIDE:
-        cr_on_decide(r, round, !!(e->tag & CR_PARTIAL));
-        return;
-    case CR_XFER:
-        if (round != x->cr_ndead)
-            return;
-        x->busy += bytes_ns(S.c.state_mb * 1048576.0 / CR_SLICES, S.c.restore_gbps);
-        x->hold = x->busy;
-        x->cr_xfer_got++;
-        cr_try_done(r);
-        return;
-    case CR_DONE:
-        if (round != x->cr_round_of || round != x->cr_ndead)
-            return;
-        if (++x->cr_ndone == n - round - 1) {
-            S.cr_last_done = S.now;
-            for (int y = 0; y < n; y++)
-                if (y != r && !x->cr_flags[y])
-                    cr_send(r, y, CR_GO, round, NULL, 0, 16);
-            x->cr_go_at = S.now;
-            app_on_go(r);
-            if (S.c.stop_early && !S.task && S.now + 2 * S.c.delta < S.c.until)
-                S.c.until = S.now + 2 * S.c.delta;   /* as after the last notice */
-        }
-        return;
-    case CR_GO:
-        if (round == x->cr_ndead) {
-            x->cr_go_at = S.now;
-            app_on_go(r);
-        }
+        int pr = ((const int *)e->buf)[round];
+        if (r != e->src)
+            x->busy += bytes_ns((double)n, S.c.restore_gbps);   /* copying n flags */
+        phx_ck_rec_on_report(x->ck, &v, e->src, S.cr_scratch, 1, pr, &o);
+        break;
+    }
+    case CR_DECIDE: {
+        int flags = (int)(e->tag >> 28) & 7;
+        if (round >= S.ml_nsince || !S.ml_since[round] ||
+            !phx_ck_rec_on_decide(x->ck, &v, round, S.ml_since[round], 1, flags))
+            return;   /* stale: we know a newer failure */
+        x->cr_decided = round;
+        x->cr_partial = !!(flags & PHX_CK_D_PARTIAL);
+        x->ck_nxg = 0;
+        cr_progress(r);
         return;
     }
+    case CR_XFER: {
+        int d = *(const int *)e->buf, i;
+        if (round != x->cr_ndead)
+            return;
+        for (i = 0; i < x->ck_nxg && x->ck_xg[i].x != d; i++)
+            ;
+        if (i == x->ck_nxg) {
+            if (x->ck_nxg == x->ck_cxg) {
+                x->ck_cxg = x->ck_cxg ? 2 * x->ck_cxg : 2;
+                x->ck_xg = xrealloc(x->ck_xg, sizeof *x->ck_xg * (size_t)x->ck_cxg);
+            }
+            x->ck_xg[x->ck_nxg++] = (ck_xgot_t){ d, 0 };
+        }
+        x->ck_xg[i].got++;
+        if (x->cr_decided == x->cr_ndead)
+            cr_rollback(r);   /* a shipped copy arrived: the machine's restore goes on */
+        return;
+    }
+    case CR_DONE:
+        phx_ck_rec_on_done(x->ck, &v, e->src, round, &o);
+        break;
+    case CR_GO:
+        phx_ck_rec_on_go(x->ck, &v, round, &o);
+        break;
+    }
+    cr_run(r, &o);
 }
 
 static void cr_setup(const int *ring)
 {
     int n = S.c.n;
+    size_t nloc = (size_t)n * CR_SLICES;
     S.cr_buddy = malloc(sizeof(int) * (size_t)n);
-    S.cr_loc0 = malloc(sizeof(int) * (size_t)n * CR_SLICES);
-    S.cr_loc = malloc(sizeof(int) * (size_t)n * CR_SLICES);
-    S.cr_expect = calloc((size_t)n, sizeof(int));
+    S.cr_loc0 = malloc(sizeof(int) * nloc);
+    S.cr_loc = malloc(sizeof(int) * nloc);
+    S.cr_loc_new = malloc(sizeof(int) * nloc);
+    S.cr_keep = malloc(sizeof(int) * nloc);
     S.cr_scratch = calloc((size_t)n, 1);
+    S.cr_have = calloc((size_t)n, 1);
     uint8_t *none = calloc((size_t)n, 1);
-    if (!S.cr_buddy || !S.cr_loc0 || !S.cr_loc || !S.cr_expect || !S.cr_scratch || !none)
+    if (!S.cr_buddy || !S.cr_loc0 || !S.cr_loc || !S.cr_loc_new || !S.cr_keep || !S.cr_scratch || !S.cr_have ||
+        !none)
         die("out of memory", PHX_ENOMEM);
     /* buddy = next rank on the ring, as the epoch before the loss stored it;
      * phx_ck_buddy walks the ring per call, so only its first step here */
@@ -1450,11 +1648,17 @@ static void cr_setup(const int *ring)
         for (int r = 0; r < n; r++)
             if (phx_ck_buddy(n, ring, none, r) != S.cr_buddy[r])
                 die("ckpt buddy differs", PHX_EINVAL);
-    for (int i = 0; i < n * CR_SLICES; i++)
-        S.cr_loc0[i] = i / CR_SLICES;
+    for (size_t i = 0; i < nloc; i++)
+        S.cr_loc0[i] = S.cr_loc[i] = (int)(i / CR_SLICES);
+    /* The machine's loc_e: the epoch's table (every run starts from a
+     * commit with every task at home). */
+    S.cr_loc_e = S.cr_loc0;
     free(none);
     for (int r = 0; r < n; r++) {
-        S.nd[r].cr_decided = S.nd[r].cr_round_of = -1;
+        S.nd[r].cr_decided = -1;
+        int rc = phx_ck_rec_create(n, r, &S.nd[r].ck);
+        if (rc)
+            die("ckpt recover create", rc);
     }
 }
 
@@ -1758,8 +1962,41 @@ static void process(ev_t *e)
     ev_free(e);
 }
 
+/* A run of RDONE / RFIN frames of one round queued for a CPU: their
+ * senders, oldest first (src[h..n)). The round's n(n - 1) frames wait
+ * mostly here (each CPU takes n - 1 of them, 2 us each): 4 bytes each
+ * instead of a 32-byte queue entry. */
+typedef struct mlq {
+    uint32_t h, n, cap;
+    int src[];
+} mlq_t;
+
+static int ml_is_ctl(const ev_t *e)
+{
+    return e->kind == EV_ML && !e->len && ((e->tag & 0xff) == ML_RDONE || (e->tag & 0xff) == ML_RFIN);
+}
+
 static void q_put(node_t *x, const ev_t *e)
 {
+    if (ml_is_ctl(e) && x->qn) {
+        qent_t *t = &x->q[(x->qh + x->qn - 1) & (x->qcap - 1)];
+        if (t->kind == EV_MLQ && t->tag == e->tag) {
+            mlq_t *b = (mlq_t *)t->buf;
+            if (b->n == b->cap && b->h >= b->cap / 2) {
+                memmove(b->src, b->src + b->h, (b->n - b->h) * sizeof *b->src);
+                b->n -= b->h;
+                b->h = 0;
+            } else if (b->n == b->cap) {
+                b->cap *= 2;
+                b = xrealloc(b, sizeof *b + b->cap * sizeof *b->src);
+                t->buf = (uint8_t *)b;
+            }
+            b->src[b->n++] = e->src;
+            if (S.hn + ++S.qn + S.mlb_fly > S.pend_peak)
+                S.pend_peak = S.hn + S.qn + S.mlb_fly;
+            return;
+        }
+    }
     if (x->qn == x->qcap) {
         uint32_t cap = x->qcap ? 2 * x->qcap : 4;
         qent_t *q = malloc(cap * sizeof *q);
@@ -1772,19 +2009,38 @@ static void q_put(node_t *x, const ev_t *e)
         x->qcap = cap;
         x->qh = 0;
     }
-    x->q[(x->qh + x->qn++) & (x->qcap - 1)] =
-        (qent_t){ .buf = e->buf, .src = e->src, .tag = e->tag, .len = e->len, .depth = e->depth, .kind = e->kind };
-    if (S.hn + ++S.qn > S.pend_peak)
-        S.pend_peak = S.hn + S.qn;
+    qent_t qe = { .buf = e->buf, .src = e->src, .tag = e->tag, .len = e->len, .depth = e->depth, .kind = e->kind };
+    if (ml_is_ctl(e)) {
+        mlq_t *b = xrealloc(NULL, sizeof *b + 4 * sizeof *b->src);
+        *b = (mlq_t){ .h = 0, .n = 1, .cap = 4 };
+        b->src[0] = e->src;
+        qe.kind = EV_MLQ;
+        qe.buf = (uint8_t *)b;
+    }
+    x->q[(x->qh + x->qn++) & (x->qcap - 1)] = qe;
+    if (S.hn + ++S.qn + S.mlb_fly > S.pend_peak)
+        S.pend_peak = S.hn + S.qn + S.mlb_fly;
 }
 
 /* The oldest arrival, now. A drained ring past 16 entries is given back:
  * the peak's backlog would otherwise stay allocated at every node. */
 static ev_t q_take(node_t *x)
 {
-    const qent_t *q = &x->q[x->qh];
+    qent_t *q = &x->q[x->qh];
     ev_t e = { .t = S.now, .kind = q->kind, .src = q->src, .dst = (int)(x - S.nd), .tag = q->tag,
                .len = q->len, .depth = q->depth, .buf = q->buf };
+    if (q->kind == EV_MLQ) {
+        mlq_t *b = (mlq_t *)q->buf;
+        e.kind = EV_ML;
+        e.buf = NULL;
+        e.len = 0;
+        e.src = b->src[b->h++];
+        if (b->h < b->n) {
+            S.qn--;
+            return e;
+        }
+        free(b);
+    }
     x->qh = (x->qh + 1) & (x->qcap - 1);
     S.qn--;
     if (!--x->qn && x->qcap > 16) {
@@ -1808,6 +2064,8 @@ static void run(void)
             break;
         }
         S.now = e.t;
+        if (e.kind == EV_MLB && !mlb_arrive(&e))
+            continue;
         node_t *x = &S.nd[e.dst];
         if (e.kind == EV_CRASH) {
             crash(e.dst);
@@ -2024,6 +2282,7 @@ static void usage(void)
             "             --shrink=1 (each one a shrink of the world group)\n"
             "  recovery:  --cr=1 (recovery=cr after each failure) --state-mb=S (per node, 64)\n"
             "             --bw-gbps=B (NIC, 10) --restore-gbps=R (deserialising, 8)\n"
+            "             --cr-ship=slices|copy (a buddy ships the moving slices, or the whole copy)\n"
             "             --mlog=1 (recovery=mlog-causal over ft/mlog; implies --cr=1 --app=1)\n"
             "             --app=1: a 1-D stencil on the rank ring from --app-start-ms (2000, the\n"
             "             last checkpoint), --app-iter-us (10000) per step, --app-bytes (1024)\n"
@@ -2127,6 +2386,7 @@ static int parse(int argc, char **argv, fail_spec_t *fs, int *nfs)
         else if (!strcmp(a, "state-mb")) c->state_mb = strtod(v, NULL);
         else if (!strcmp(a, "bw-gbps")) c->bw_gbps = strtod(v, NULL);
         else if (!strcmp(a, "restore-gbps")) c->restore_gbps = strtod(v, NULL);
+        else if (!strcmp(a, "cr-ship")) c->cr_ship_copy = !strcmp(v, "copy");
         else if (!strcmp(a, "era-at-ms")) c->era_at = ms_arg(v);
         else if (!strcmp(a, "td")) {
             if (!(c->td = phx_td_find(v))) {
