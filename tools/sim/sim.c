@@ -1594,8 +1594,7 @@ static void cr_deliver(int r, const ev_t *e)
             return;   /* stale: we know a newer failure */
         x->cr_decided = round;
         x->cr_partial = !!(flags & PHX_CK_D_PARTIAL);
-        x->ck_nxg = 0;
-        cr_progress(r);
+        cr_progress(r);   /* copies shipped before this DECIDE arrived count (the runtime keeps them too) */
         return;
     }
     case CR_XFER: {
