@@ -690,18 +690,19 @@ static void cr_send(int src, int dst, int type, int round, const void *buf, size
  * acks (phx_ml_on_ack); a delivery makes the det (phx_ml_admit).
  * The recovery round is cr's (below), partial when the coordinator's
  * phx_ml_rec_decide (ft/mlog/multi.h's rule over the dead set and every
- * rank's reported pr) says so, shipped in DECIDE's flag: survivors then
- * skip their restore and the MARKs; the buddy ships the dead node's slices
- * as under cr. Each node runs the real partial-round machine
+ * rank's reported pr, the STATE flags its ft/ckpt machine sums up) says
+ * so, shipped in DECIDE's flags: survivors then skip their restore and the
+ * MARKs; the buddy ships the dead node's slices as under cr. Each node runs the real partial-round machine
  * (phx_ml_rec_t, ft/mlog/rec.h) as core/mlog_round.c does: failure
- * notices, DECIDE (partial_begin, or on_rollback when global), GO
+ * notices, the round's OWN (partial_begin, or on_rollback when global), GO
  * (handback), RDONE / RFIN frames and the end of its replay phase go in;
  * its actions become the simulator's: BEGIN gives the restored tasks
  * hosted here replay records (phx_ml_task_restore), HANDBACK ships the
  * dets (phx_ml_restart_dets) and logged messages (_msgs) held for them to
  * their hosts, which install the dets (phx_ml_task_install) and replay in
- * det order (phx_ml_admit holds the rest), SEND is one RDONE or RFIN frame
- * to one live rank (simulated, FIFO behind the hand-back), RELEASE
+ * det order (phx_ml_admit holds the rest), SEND_ALL is one RDONE or RFIN
+ * frame to every live peer (one broadcast record, FIFO behind the
+ * hand-back), RELEASE
  * releases the records (phx_ml_task_release), DROP voids them under a
  * global fallback; HOLD is counted (no checkpoint follows the crash here).
  * Under cr every task rolls back to step 0 at DECIDE and runs again from
@@ -995,7 +996,7 @@ static void hb_msg(void *arg, const phx_ml_entry_t *e)
 }
 
 /* HANDBACK at survivor r: Alg. 5's hand-back of what it holds for dead
- * rank d's task, to the task's new host (RDONE follows: SEND actions). */
+ * rank d's task, to the task's new host (RDONE follows: SEND_ALL). */
 static void ml_handback(int r, int dead)
 {
     node_t *x = &S.nd[r];
@@ -1593,8 +1594,7 @@ static void cr_deliver(int r, const ev_t *e)
             return;   /* stale: we know a newer failure */
         x->cr_decided = round;
         x->cr_partial = !!(flags & PHX_CK_D_PARTIAL);
-        x->ck_nxg = 0;
-        cr_progress(r);
+        cr_progress(r);   /* copies shipped before this DECIDE arrived count (the runtime keeps them too) */
         return;
     }
     case CR_XFER: {
