@@ -892,10 +892,11 @@ static void test_two_failures_every_position(void **st)
 
 static int full(void) { return getenv("PHX_TEST_RECOVER_FULL") != NULL; }
 
-/* What the schedules since the last call ended with. */
+/* What the schedules since the last call ended with (what NULL: forget it). */
 static void covered(const char *what)
 {
-    print_message("  %s ended: %ld global, %ld partial, %ld sequential, %ld from disk, %ld work lost; "
+    if (what)
+        print_message("  %s ended: %ld global, %ld partial, %ld sequential, %ld from disk, %ld work lost; "
                   "%ld messages handled, %ld stale ones dropped\n",
                   what, ended[0], ended[PHX_CK_D_PARTIAL], ended[PHX_CK_D_PARTIAL | PHX_CK_D_SEQ],
                   ended[PHX_CK_D_DISK], ended[8], handled, dropped);
@@ -922,7 +923,8 @@ static void test_traffic_global(void **st)
     (void)st;
     long before = nsched;
     cfg = (cfg_t){ .traffic = 1 };
-    one_failure(1, 3, full() ? 6 : 4, full() ? 20 : 4);
+    covered(NULL);
+    one_failure(1, 3, full() ? 6 : 4, full() ? 20 : 2);
     print_message("traffic, one failure, n=4: %ld schedules\n", nsched - before);
     covered("they");
     before = nsched;
@@ -941,7 +943,8 @@ static void test_partial_rounds(void **st)
     (void)st;
     long before = nsched;
     cfg = (cfg_t){ .partial = 1, .traffic = 1 };
-    one_failure(2, 3, full() ? 6 : 4, full() ? 20 : 4);
+    covered(NULL);
+    one_failure(2, 3, full() ? 6 : 4, full() ? 20 : 2);
     print_message("partial, one failure, n=4: %ld schedules\n", nsched - before);
     covered("they");
     before = nsched;
@@ -957,6 +960,7 @@ static void test_disk_fallback(void **st)
 {
     (void)st;
     long before = nsched;
+    covered(NULL);
     cfg = (cfg_t){ .disk = 1, .traffic = 1 };
     two_failures(full() ? MAXN : 5, 1, 4, full() ? 2 : 1, full() ? 4 : 1);
     cfg = (cfg_t){ .disk = 1, .traffic = 1, .partial = 1 };
@@ -980,7 +984,7 @@ static void test_planted_bugs_caught(void **st)
         [PL_NO_DISK] = "disk checkpoint ignored",
     };
     long before = nsched;
-    covered("earlier tests'");
+    covered(NULL);
     expect_fail = 1;
     for (int p = PL_NONE + 1; p < PL_COUNT; p++) {
         caught[0] = 0;
