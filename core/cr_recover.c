@@ -1,8 +1,9 @@
 /* recovery=cr: the recovery round's glue. ft/ckpt/recover.h decides the
- * round (reports, decision, restore order, DONE/GO); here its actions are
- * carried out: control frames, the judgement of a decided epoch (disk
- * copies, partial rounds, newcomers), relocation of the dead ranks'
- * slices, the restores themselves, the end of the round. */
+ * round (reports, decision, restore order, DONE/GO), ft/ckpt/judge.h what
+ * a complete round does (disk copies, partial rounds, newcomers); here
+ * their actions are carried out: control frames, the judgement's inputs,
+ * relocation of the dead ranks' slices, the restores themselves, the end
+ * of the round. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

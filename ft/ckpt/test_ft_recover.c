@@ -938,7 +938,7 @@ static void test_traffic_global(void **st)
  * its round falls back to a global round, after it (every live rank
  * ended it) a sequential partial round, at once (nobody restored yet) a
  * partial round for both. With traffic. */
-static void test_partial_rounds(void **st)
+static void test_traffic_partial_rounds(void **st)
 {
     (void)st;
     long before = nsched;
@@ -956,7 +956,7 @@ static void test_partial_rounds(void **st)
 
 /* A disk checkpoint of epoch 1: a rank and its buddy both lost (at once,
  * or the second during or after the first's round) restore from it. */
-static void test_disk_fallback(void **st)
+static void test_traffic_disk_fallback(void **st)
 {
     (void)st;
     long before = nsched;
@@ -1097,7 +1097,10 @@ static void test_judge_summary(void **st)
     phx_ck_rec_destroy(c);
 }
 
-int main(void)
+/* No argument: the round alone and the planted bugs; "traffic": the runs
+ * with application traffic, partial rounds and a disk checkpoint (two
+ * ctest entries, each within a couple of minutes on a loaded machine). */
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restart_without_report),
@@ -1106,12 +1109,16 @@ int main(void)
         cmocka_unit_test(test_one_failure_seeded),
         cmocka_unit_test(test_two_failures_every_position),
         cmocka_unit_test(test_traffic_global),
-        cmocka_unit_test(test_partial_rounds),
-        cmocka_unit_test(test_disk_fallback),
+        cmocka_unit_test(test_traffic_partial_rounds),
+        cmocka_unit_test(test_traffic_disk_fallback),
         cmocka_unit_test(test_planted_bugs_caught),
     };
     if (getenv("PHX_TEST_RECOVER_ONLY"))   /* one test by name (cmocka's pattern) */
         cmocka_set_test_filter(getenv("PHX_TEST_RECOVER_ONLY"));
+    else if (argc > 1 && !strcmp(argv[1], "traffic"))
+        cmocka_set_test_filter("test_traffic_*");
+    else
+        cmocka_set_skip_filter("test_traffic_*");
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     print_message("recovery round explorer: %ld schedules in all\n", nsched);
     return rc;
