@@ -924,7 +924,7 @@ static void test_traffic_global(void **st)
     long before = nsched;
     cfg = (cfg_t){ .traffic = 1 };
     covered(NULL);
-    one_failure(1, 3, full() ? 6 : 4, full() ? 20 : 2);
+    one_failure(1, 3, full() ? 5 : 4, full() ? 8 : 2);
     print_message("traffic, one failure, n=4: %ld schedules\n", nsched - before);
     covered("they");
     before = nsched;
@@ -944,7 +944,7 @@ static void test_traffic_partial_rounds(void **st)
     long before = nsched;
     cfg = (cfg_t){ .partial = 1, .traffic = 1 };
     covered(NULL);
-    one_failure(2, 3, full() ? 6 : 4, full() ? 20 : 2);
+    one_failure(2, 3, full() ? 5 : 4, full() ? 8 : 2);
     print_message("partial, one failure, n=4: %ld schedules\n", nsched - before);
     covered("they");
     before = nsched;
