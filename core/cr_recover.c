@@ -1,8 +1,9 @@
 /* recovery=cr: the recovery round's glue. ft/ckpt/recover.h decides the
- * round (reports, decision, restore order, DONE/GO); here its actions are
- * carried out: control frames, the judgement of a decided epoch (disk
- * copies, partial rounds, newcomers), relocation of the dead ranks'
- * slices, the restores themselves, the end of the round. */
+ * round (reports, decision, restore order, DONE/GO), ft/ckpt/judge.h what
+ * a complete round does (disk copies, partial rounds, newcomers); here
+ * their actions are carried out: control frames, the judgement's inputs,
+ * relocation of the dead ranks' slices, the restores themselves, the end
+ * of the round. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,12 @@
 #include "core/eventlog.h"
 #include "core/metrics.h"
 #include "core/cr_int.h"
+#include "ft/ckpt/judge.h"
+
+_Static_assert((int)PHX_CK_REPLAYED_NONE == (int)PHX_CR_REPLAYED_NONE &&
+                   (int)PHX_CK_REPLAYED_ENDED == (int)PHX_CR_REPLAYED_ENDED &&
+                   (int)PHX_CK_REPLAYED_OTHER == (int)PHX_CR_REPLAYED_OTHER,
+               "the logging mode's rule reads phx_ck_judge's replayed values");
 
 static void do_rollback(cr_t *c);
 
@@ -137,15 +144,6 @@ static void do_rollback_disk(cr_t *c)
     }
     c->restarting = 0;
     cr_rb_restored(c);
-}
-
-/* Whether slice i moves in this round. In a sequential partial round
- * only slices whose host before the round (c->loc, until the restore
- * replaces it) died move: the others were moved by the period's earlier
- * round and keep running. */
-static int moving(const cr_t *c, int i)
-{
-    return !(phx_ck_rec_flags(c->rec) & PHX_CK_D_SEQ) || c->dead[c->loc[i]];
 }
 
 /* The table after the losses in c->dead, by restart-on (spare: a spare
@@ -279,8 +277,8 @@ static void do_rollback(cr_t *c)
     int *keep = loc;
     if (!rc && seq) {
         keep = malloc((size_t)c->nloc * sizeof *keep);
-        for (int i = 0; keep && i < c->nloc; i++)
-            keep[i] = moving(c, i) ? loc[i] : -1;
+        if (keep)   /* c->loc: the table before the round, until the restore replaces it */
+            phx_ck_seq_keep(c->nloc, c->loc, c->dead, loc, keep);
         if (!keep) {
             free(loc);
             cr_fatal(c, 1, "%s", "out of memory in recovery");
@@ -368,67 +366,60 @@ void cr_on_done(cr_t *c, int peer, uint64_t round)
     run(c, &o, NULL);
 }
 
+/* The newest disk checkpoint (phx_ck_judge's lookup). */
+static int find_disk(void *arg, uint64_t *e)
+{
+    cr_t *c = arg;
+    phx_ckd_manifest_t m;
+    if (!c->disk.dir || phx_ckd_find(c->disk.dir, c->disk.tag, UINT64_MAX, &m))
+        return 0;
+    *e = m.epoch;
+    phx_ckd_manifest_free(&m);
+    return 1;
+}
+
 /* JUDGE: every report of the round is in and e is the highest committed
- * epoch (j: the reports' partial-round bits). Decides the flags, falls
- * back to disk, aborts, or waits for newcomers (cr_on_join asks again). */
+ * epoch (j: the reports' partial-round bits). ft/ckpt/judge.h decides:
+ * the flags, a fall back to disk, the work lost, or a wait for newcomers
+ * (cr_on_join asks again). */
 static void judge(cr_t *c, uint64_t e, int j)
 {
     phx_ck_copy_t *slot = phx_ck_store_get(&c->store, e);
     int lost = -1, lost_buddy = -1;
     int *loc = malloc((size_t)c->nloc * sizeof *loc);
-    int bad = !e || !slot || !loc, disk = 0;
-    if (!bad && relocate(c, slot, loc, &lost, &lost_buddy))
-        bad = 2;
+    int reloc = !loc ? PHX_ENOMEM : e && slot ? relocate(c, slot, loc, &lost, &lost_buddy) : 0;
     free(loc);
-    phx_ckd_manifest_t m;
-    if (bad && c->disk.dir && !phx_ckd_find(c->disk.dir, c->disk.tag, UINT64_MAX, &m)) {
-        /* Both memory copies of some node are gone: the disk has them. */
-        PHX_WARN("ckpt", "memory copies lost; restoring disk epoch %llu", (unsigned long long)m.epoch);
-        e = m.epoch;
-        phx_ckd_manifest_free(&m);
-        bad = 0;
-        disk = 1;
-    }
-    if (bad) {
-        phx_ck_rec_view_t v = view(c);
-        phx_ck_rec_out_t o = { 0 };
-        phx_ck_rec_abort(c->rec, &v, e, lost, lost_buddy, &o);
+    /* A partial round only where the dead node's tasks go to the
+     * survivors (a spare starts from the buddy copy alone; a respawned
+     * rank is taken in at a later commit and gets its tasks back at the
+     * checkpoint after), and some live rank keeps running (mlog-team). */
+    int keeps = !c->rolls, missing = 0;
+    for (int r = 0; !keeps && r < c->size; r++)
+        keeps = !c->dead[r] && !cr_rolls_back(c, r);
+    uint32_t inc;
+    for (int x = 0; c->rj.respawn && x < c->size; x++)
+        missing |= c->dead[x] && !phx_ck_join_ready(&c->rj.join, x, c->dead, &inc);
+    phx_ck_judge_in_t in = {
+        .n = c->size, .nloc = c->nloc, .dead = c->dead, .epoch = e, .summary = j,
+        .loc_e = slot ? slot->loc : NULL, .reloc = reloc, .lost = lost, .lost_buddy = lost_buddy,
+        .disk = find_disk, .disk_arg = c,
+        .partial_ok = c->partial_ok && (c->n->cfg.restart_mode == PHX_RESTART_SURVIVORS || c->rj.respawn),
+        .when = c->when, .when_arg = c->lis_arg, .keeps = keeps, .joins_missing = missing,
+    };
+    phx_ck_judge_t d;
+    phx_ck_judge(&in, &d);
+    if (d.verdict == PHX_CK_JUDGE_WAIT)
+        return;   /* every lost rank comes back first (or rj_timer ends the job) */
+    phx_ck_rec_view_t v = view(c);
+    phx_ck_rec_out_t o = { 0 };
+    if (d.verdict == PHX_CK_JUDGE_ABORT) {
+        phx_ck_rec_abort(c->rec, &v, d.epoch, d.lost, d.lost_buddy, &o);
         run(c, &o, NULL);
         return;
     }
-    /* Message logging recovers the failures of one checkpoint period
-     * partially where the mode's rule says every determinant they need
-     * survives (ft/mlog/multi.h; without a rule: one failure). The rule
-     * sees the ranks dead since e (dead_since) and whether a live rank
-     * restored in a round since e already (its report's pr: a later failure
-     * would need a partial round's moved tasks rolled back alone, and after
-     * a global one the lost tasks run elsewhere already). The reports
-     * of this round's dead set all arrived, so any coordinator decides
-     * alike (core/mlog.c resets its period at the same commit). */
-    uint8_t *since = calloc((size_t)c->size, 1);
-    int nsince = since ? cr_dead_since(c, slot, since) : 0, moved = j & PHX_CK_REC_J_MOVED;
-    /* J_ENDED: every live rank ended one partial round, nothing else. */
-    int replayed = j & PHX_CK_REC_J_ENDED ? PHX_CR_REPLAYED_ENDED
-                 : j & PHX_CK_REC_J_REPLAYED ? PHX_CR_REPLAYED_OTHER : PHX_CR_REPLAYED_NONE;
-    int rule = !since ? 0 : c->when ? c->when(c->lis_arg, c->dead, since, replayed) : nsince == 1 && !replayed;
-    free(since);
-    /* ... and only where the dead node's tasks go to the survivors (a spare
-     * starts from the buddy copy alone; a respawned rank is taken in at a
-     * later commit and gets its tasks back at the checkpoint after), and
-     * no live rank may have moved tasks home since the epoch (its table
-     * is no longer the epoch's). */
-    int partial = c->partial_ok && rule && !disk && !moved && (c->n->cfg.restart_mode == PHX_RESTART_SURVIVORS || c->rj.respawn);
-    /* ... and only where some live rank keeps running (mlog-team). */
-    int keeps = !c->rolls;
-    for (int r = 0; !keeps && r < c->size; r++)
-        keeps = !c->dead[r] && !cr_rolls_back(c, r);
-    partial &= keeps;
-    int seq = partial && replayed == PHX_CR_REPLAYED_ENDED;
-    uint32_t inc;
-    for (int x = 0; c->rj.respawn && !partial && x < c->size; x++)
-        if (c->dead[x] && !phx_ck_join_ready(&c->rj.join, x, c->dead, &inc))
-            return;   /* every lost rank comes back first (or rj_timer ends the job) */
-    cr_send_decision(c, e, disk | (partial ? 2 : 0) | (seq ? 4 : 0));
+    if (d.flags & PHX_CK_D_DISK)
+        PHX_WARN("ckpt", "memory copies lost; restoring disk epoch %llu", (unsigned long long)d.epoch);
+    cr_send_decision(c, d.epoch, d.flags);
 }
 
 /* Sends an epoch set to every live rank, with the join tail when

@@ -10,10 +10,10 @@
  * (core/cr_recover.c) carries them out in order, stopping at the first that
  * fails (the node then ends the job). What it cannot decide alone comes in
  * as arguments: the node's view (dead set, round, coordinator), the
- * relocation tables, which shipped copies are here. It judges nothing the
- * glue knows better (disk copies, partial rounds, newcomers): at JUDGE the
- * glue calls phx_ck_rec_decide or phx_ck_rec_abort, or waits and asks
- * again with phx_ck_rec_try_decide. No sockets, threads or clock.
+ * relocation tables, which shipped copies are here. At JUDGE the glue
+ * asks the judgement (ft/ckpt/judge.h: disk copies, partial rounds,
+ * newcomers) and calls phx_ck_rec_decide or phx_ck_rec_abort, or waits and
+ * asks again with phx_ck_rec_try_decide. No sockets, threads or clock.
  *
  * Threading: one instance per node, driven from one thread (the comm
  * thread). Calls may nest (the glue's own messages are dispatched at once):
