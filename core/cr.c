@@ -190,7 +190,8 @@ static void dispatch(cr_t *c, int peer, uint32_t tag, uint64_t id, const uint8_t
      * notice: a newcomer's rollback marker may come before this node took
      * it in, and so may its marker of the checkpoint that follows a commit
      * taking it in (links are FIFO per pair only: the coordinator's COMMIT
-     * may still be on its way here; it_mlog_home's order case hung on it). */
+     * may still be on its way here; it_mlog_home's order case hung on it).
+     * The rule is the rejoin machine's (phx_ck_rj_accept). */
     if (peer < 0 || peer >= c->size ||
         !phx_ck_rj_accept(c->rj.m, peer, tag == RB_MARK ? PHX_CK_RJ_F_RB_MARK : tag == CK_MARK ? PHX_CK_RJ_F_CK_MARK
                                                                                      : PHX_CK_RJ_F_OTHER, c->dead))

@@ -51,7 +51,8 @@ void cr_begin_checkpoint(cr_t *c)
         return;
     }
     phx_ck_rj_view_t rv = cr_rj_view(c);
-    phx_ck_begin_t bm = { .buddy = b, .loc = phx_ck_rj_home_plan(c->rj.m, &rv, c->loc) ? phx_ck_rj_home_loc(c->rj.m) : NULL };
+    int home = phx_ck_rj_home_plan(c->rj.m, &rv, c->loc);
+    phx_ck_begin_t bm = { .buddy = b, .loc = home ? phx_ck_rj_home_loc(c->rj.m) : NULL };
     long len = phx_ck_begin_enc(&bm, c->size, c->nloc, buf, cap);
     phx_ck_cm_out_t out = { 0 };
     uint64_t id = phx_ck_cm_start(c->cm, e, c->ndead, &out);
