@@ -97,7 +97,7 @@ void phx_cr_hold(void *st, int hold)
 int cr_coord(const cr_t *c)
 {
     for (int r = 0; r < c->size; r++)
-        if (!c->dead[r] && !c->fresh[r])
+        if (!c->dead[r] && !(c->rj.m && phx_ck_rj_fresh(c->rj.m, r)))
             return r;
     return -1;
 }
@@ -190,9 +190,11 @@ static void dispatch(cr_t *c, int peer, uint32_t tag, uint64_t id, const uint8_t
      * notice: a newcomer's rollback marker may come before this node took
      * it in, and so may its marker of the checkpoint that follows a commit
      * taking it in (links are FIFO per pair only: the coordinator's COMMIT
-     * may still be on its way here; it_mlog_home's order case hung on it). */
+     * may still be on its way here; it_mlog_home's order case hung on it).
+     * The rule is the rejoin machine's (phx_ck_rj_accept). */
     if (peer < 0 || peer >= c->size ||
-        (c->dead[peer] && peer != c->self && tag != RB_MARK && tag != CK_MARK))
+        !phx_ck_rj_accept(c->rj.m, peer, tag == RB_MARK ? PHX_CK_RJ_F_RB_MARK : tag == CK_MARK ? PHX_CK_RJ_F_CK_MARK
+                                                                                     : PHX_CK_RJ_F_OTHER, c->dead))
         return;
     switch (tag) {
     case CK_REQ:
@@ -349,18 +351,10 @@ static int cr_init(phx_node_t *n, void **out)
     c->xfer.epoch = calloc(sz, sizeof *c->xfer.epoch);
     c->disk.ok = calloc(sz, 1);
     c->buddy = calloc(sz, sizeof *c->buddy);
-    c->rj.inc = calloc(sz, sizeof *c->rj.inc);
-    c->rj.taken = calloc(sz, sizeof *c->rj.taken);
-    c->fresh = calloc(sz, 1);
-    c->rj.loc = calloc((size_t)c->nloc, sizeof *c->rj.loc);
-    c->rj.buddy = calloc(sz, sizeof *c->rj.buddy);
-    c->home.loc = calloc((size_t)c->nloc, sizeof *c->home.loc);
-    c->home.from = calloc((size_t)c->nloc, sizeof *c->home.from);
     c->home.in = calloc(sz, sizeof *c->home.in);
     c->home.out = calloc(sz, sizeof *c->home.out);
     c->home.in_len = calloc(sz, sizeof *c->home.in_len);
     c->home.in_id = calloc(sz, sizeof *c->home.in_id);
-    c->home.in_done = calloc(sz, 1);
     c->dead = calloc(sz, 1);
     c->pause.lh = calloc((size_t)n->nworkers, sizeof *c->pause.lh);
     c->pause.lt = calloc((size_t)n->nworkers, sizeof *c->pause.lt);
@@ -368,9 +362,9 @@ static int cr_init(phx_node_t *n, void **out)
     uint32_t *host = calloc(sz, sizeof *host);
     *out = c;
     if (!c->ring || !c->loc || !c->buddy || !c->dead || !c->pause.lh || !c->pause.lt || !c->pause.wgen || !c->disk.ok || !host ||
-        !c->xfer.blob || !c->xfer.len || !c->xfer.epoch || !c->rj.inc || !c->rj.taken || !c->fresh ||
-        !c->rj.loc || !c->rj.buddy || !c->home.loc || !c->home.from || !c->home.in || !c->home.out || !c->home.in_len || !c->home.in_id ||
-        !c->home.in_done || phx_ck_join_init(&c->rj.join, n->size) ||
+        !c->xfer.blob || !c->xfer.len || !c->xfer.epoch || !c->home.in || !c->home.out || !c->home.in_len || !c->home.in_id ||
+        phx_ck_rj_create(n->size, n->rank, c->nloc, PHX_LOC_SLICES, n->cfg.restart_mode == PHX_RESTART_RESPAWN,
+                         phx_recovery_rejoining(n), &c->rj.m) ||
         phx_ck_cm_create(n->size, n->rank, &c->cm) || phx_ck_rec_create(n->size, n->rank, &c->rec) ||
         phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc) ||
         phx_ck_quiet_init(&c->probe.quiet, n->size, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_timeout_ms)) {
@@ -419,14 +413,12 @@ static int cr_init(phx_node_t *n, void **out)
     uv_timer_init(&n->loop, &c->probe.timer);
     c->probe.timer.data = c;
     c->open = 1;
-    c->rj.respawn = n->cfg.restart_mode == PHX_RESTART_RESPAWN;
     if (phx_recovery_rejoining(n)) {
         /* A new incarnation of a lost rank: nothing runs until the round
          * that takes it in restores its state from its buddy's copy. */
         PHX_INFO("ckpt", "incarnation %u of rank %d: waiting to be taken back in", n->inc, n->rank);
         if (c->die_point == DIE_REJOIN && c->die_epoch == n->inc)
             raise(SIGKILL);   /* test: a respawn that dies before it connects (EPOCH = incarnation) */
-        c->rj.joining = 1;
         c->t_fail = phx_now_ns();   /* recovery_done counts from this process's start */
         c->phase = PH_REC;
         phx_ck_rec_no_report(c->rec);
@@ -529,13 +521,9 @@ static void cr_destroy(void *st)
         else
             free(p);
     }
-    phx_ck_join_free(&c->rj.join);
+    phx_ck_rj_destroy(c->rj.m);
+    c->rj.m = NULL;   /* cr_mig_reset below */
     phx_ck_quiet_free(&c->probe.quiet);
-    free(c->rj.inc);
-    free(c->rj.taken);
-    free(c->fresh);
-    free(c->rj.loc);
-    free(c->rj.buddy);
     if (c->n->loc == c->loc)
         c->n->loc = NULL;
     free(c->ring);
@@ -558,9 +546,6 @@ static void cr_destroy(void *st)
     free(c->home.out);
     free(c->home.in_len);
     free(c->home.in_id);
-    free(c->home.in_done);
-    free(c->home.loc);
-    free(c->home.from);
     free(c->bulk.tx);
     free(c->bulk.rx);
     free(c);

@@ -7,115 +7,124 @@
 #include "core/eventlog.h"
 #include "core/cr_int.h"
 
-/* The table that puts every slice whose home rank is live back on it
- * (from c->loc into t); 1 when some slice moves. Only where a partial round
- * can leave a live rank's slices elsewhere (message logging: see mig). */
-int cr_home_table(const cr_t *c, int *t)
+/* SHIP_OUT: a snapshot of what the home table moves to rank r, shipped
+ * there (kept until the commit); *sent counts its tasks. */
+static int ship_out(cr_t *c, int r, uint32_t *sent)
 {
-    return c->partial_ok && phx_ck_home_table(c->size, c->nloc, PHX_LOC_SLICES, c->loc, c->dead, t);
+    size_t len = 0;
+    void *b = NULL;
+    c->enc_loc = phx_ck_rj_home_loc(c->rj.m);
+    c->enc_to = r;
+    int rc = cr_snapshot(c, &b, &len);
+    c->enc_loc = NULL;
+    if (rc)
+        return rc;
+    free(c->home.out[r]);
+    c->home.out[r] = b;
+    phx_ck_blob_head_t bh;
+    *sent += !phx_ck_blob_head_get(b, len, &bh) ? bh.ntasks : 0;
+    return cr_bulk_send(c, BK_MIG, r, c->self, phx_ck_cm_id(c->cm), phx_ck_cm_epoch(c->cm), b, len);
 }
 
-/* Whether some slice moves from rank a to rank b at this cut. */
-static int mig_moves(const cr_t *c, int a, int b)
+/* KEEP: this node rebuilt from a snapshot of what stays. */
+static int keep(cr_t *c, uint32_t sent)
 {
-    for (int i = 0; i < c->nloc; i++)
-        if (c->home.from[i] == a && c->home.loc[i] == b)
-            return 1;
-    return 0;
+    phx_node_t *n = c->n;
+    void *own = NULL;
+    size_t len = 0;
+    uint32_t kept = 0;
+    c->enc_loc = phx_ck_rj_home_loc(c->rj.m);
+    c->enc_to = c->self;
+    int rc = cr_snapshot(c, &own, &len);
+    c->enc_loc = NULL;
+    if (!rc && c->die_point == DIE_SHIPPED && c->die_epoch == n->inc) {
+        phx_net_flush(n->net);
+        raise(SIGKILL);   /* test: its tasks on their way home, not yet rebuilt here */
+    }
+    if (!rc) {
+        cr_discard_all(c, 1);
+        c->home.migrating = 1;
+        rc = cr_restore_blob(c, own, len, 1, NULL, &kept);
+        c->home.migrating = 0;
+        phx_evlog("migrate_out", "\"epoch\":%llu,\"tasks\":%u,\"kept\":%u", (unsigned long long)phx_ck_cm_epoch(c->cm),
+                  sent, kept);
+    }
+    free(own);
+    return rc;
 }
 
-/* At a moving checkpoint's cut (every marker in, workers paused): ships a
- * snapshot to each rank that takes some of this node's slices, rebuilds
- * what stays from it, switches the table, and rebuilds what the others
- * ship here. 1 once this node holds exactly its slices under home.loc. */
+/* TAKE: rebuilds what s shipped here. */
+static int take(cr_t *c, int s)
+{
+    uint32_t k = 0;
+    c->home.migrating = 1;
+    int rc = cr_restore_blob(c, c->home.in[s], c->home.in_len[s], 0, phx_ck_rj_home_loc(c->rj.m), &k);
+    c->home.migrating = 0;
+    free(c->home.in[s]);
+    c->home.in[s] = NULL;
+    phx_evlog("migrate_in", "\"epoch\":%llu,\"tasks\":%u,\"from\":%d", (unsigned long long)phx_ck_cm_epoch(c->cm), k, s);
+    return rc;
+}
+
+/* At a moving checkpoint's cut (every marker in, workers paused): the
+ * machine (phx_ck_rj_home_cut) says what to ship, keep and rebuild; this
+ * carries it out. 1 once this node holds exactly its slices under the
+ * home table. */
 int cr_migrate(cr_t *c)
 {
     phx_node_t *n = c->n;
-    int rc = 0;
-    if (c->home.mig == 1) {
-        c->home.mig = 2;
-        /* One snapshot per taker, of what it takes; then, if any left, one
-         * of what stays, from which this node is rebuilt. */
-        size_t len = 0;
-        uint32_t kept = 0, sent = 0;
-        int leaves = 0;
-        c->enc_loc = c->home.loc;
-        for (int r = 0; r < c->size && !rc; r++) {
-            if (r == c->self || !mig_moves(c, c->self, r))
-                continue;
-            leaves = 1;
-            c->enc_to = r;
-            void *b = NULL;
-            if (!(rc = cr_snapshot(c, &b, &len))) {
-                free(c->home.out[r]);
-                c->home.out[r] = b;
-                rc = cr_bulk_send(c, BK_MIG, r, c->self, phx_ck_cm_id(c->cm), phx_ck_cm_epoch(c->cm), b, len);
-            }
-            phx_ck_blob_head_t bh;
-            sent += b && !phx_ck_blob_head_get(b, len, &bh) ? bh.ntasks : 0;
-        }
-        if (leaves && !rc) {
-            void *own = NULL;
-            c->enc_to = c->self;
-            rc = cr_snapshot(c, &own, &len);
-            if (!rc && c->die_point == DIE_SHIPPED && c->die_epoch == n->inc) {
-                phx_net_flush(n->net);
-                raise(SIGKILL);   /* test: its tasks on their way home, not yet rebuilt here */
-            }
-            if (!rc) {
-                cr_discard_all(c, 1);
-                c->home.migrating = 1;
-                rc = cr_restore_blob(c, own, len, 1, NULL, &kept);
-                c->home.migrating = 0;
-                phx_evlog("migrate_out", "\"epoch\":%llu,\"tasks\":%u,\"kept\":%u", (unsigned long long)phx_ck_cm_epoch(c->cm),
-                          sent, kept);
-            }
-            free(own);
-        }
-        c->enc_loc = NULL;
-        memcpy(c->loc, c->home.loc, (size_t)c->nloc * sizeof *c->loc);
-        n->loc_n = c->nhome;
-        n->loc = c->loc;
+    uint8_t *have = calloc((size_t)c->size, 1);
+    if (!have) {
+        cr_fatal(c, 1, "%s", "out of memory moving tasks home");
+        return 0;
     }
-    int wait = 0, takes = 0;
-    for (int s = 0; s < c->size && !rc; s++) {
-        if (s == c->self || !mig_moves(c, s, c->self))
-            continue;
-        takes = 1;
-        if (c->home.in_done[s])
-            continue;
-        if (!c->home.in[s] || c->home.in_id[s] != phx_ck_cm_id(c->cm)) {
-            wait = 1;   /* on its way */
-            continue;
+    for (int s = 0; s < c->size; s++)
+        have[s] = c->home.in[s] && c->home.in_id[s] == phx_ck_cm_id(c->cm);
+    phx_ck_rj_out_t o = { 0 };
+    int done = phx_ck_rj_home_cut(c->rj.m, have, &o);
+    free(have);
+    int rc = o.err;
+    uint32_t sent = 0;
+    for (int i = 0; i < o.len && !rc; i++) {
+        const phx_ck_rj_act_t *a = &o.a[i];
+        switch (a->kind) {
+        case PHX_CK_RJ_SHIP_OUT:
+            rc = ship_out(c, a->dst, &sent);
+            break;
+        case PHX_CK_RJ_KEEP:
+            rc = keep(c, sent);
+            break;
+        case PHX_CK_RJ_SWITCH:
+            memcpy(c->loc, phx_ck_rj_home_loc(c->rj.m), (size_t)c->nloc * sizeof *c->loc);
+            n->loc_n = c->nhome;
+            n->loc = c->loc;
+            break;
+        case PHX_CK_RJ_TAKE:
+            rc = take(c, a->x);
+            break;
+        case PHX_CK_RJ_SETTLED:
+            if (c->die_point == DIE_MOVED && c->die_epoch == n->inc)
+                raise(SIGKILL);   /* test: its slices rebuilt here, the epoch not stored */
+            break;
         }
-        uint32_t k = 0;
-        c->home.migrating = 1;
-        rc = cr_restore_blob(c, c->home.in[s], c->home.in_len[s], 0, c->home.loc, &k);
-        c->home.migrating = 0;
-        c->home.in_done[s] = 1;
-        free(c->home.in[s]);
-        c->home.in[s] = NULL;
-        phx_evlog("migrate_in", "\"epoch\":%llu,\"tasks\":%u,\"from\":%d", (unsigned long long)phx_ck_cm_epoch(c->cm), k, s);
     }
+    phx_ck_rj_out_free(&o);
     if (rc) {
         cr_fatal(c, 1, "moving tasks home failed: %s", phx_strerror(rc));
         return 0;
     }
-    if (!wait && takes && c->die_point == DIE_MOVED && c->die_epoch == n->inc)
-        raise(SIGKILL);   /* test: its slices rebuilt here, the epoch not stored */
-    return !wait;
+    return done;
 }
 
 /* Ends a moving checkpoint (committed or aborted; its transfers dropped). */
 void cr_mig_reset(cr_t *c)
 {
-    c->home.mig = 0;
+    if (c->rj.m)
+        phx_ck_rj_home_over(c->rj.m);
     for (int s = 0; s < c->size; s++) {
         free(c->home.out[s]);
         c->home.out[s] = NULL;
         free(c->home.in[s]);
         c->home.in[s] = NULL;
-        c->home.in_done[s] = 0;
     }
 }
-

@@ -29,6 +29,7 @@
 #include "ft/ckpt/member.h"
 #include "ft/ckpt/quiet.h"
 #include "ft/ckpt/recover.h"
+#include "ft/ckpt/rejoin.h"
 #include "base/phx_err.h"
 #include "base/phx_log.h"
 
@@ -98,15 +99,11 @@ typedef struct cr_xfer {
 
 /* restart-on=respawn (cr_rejoin.c): a lost rank comes back as a new
  * incarnation and the recovery round takes it in (its old incarnation
- * stays dead). */
+ * stays dead); message logging takes it in at a commit instead, and the
+ * next checkpoint moves slices home (cr_home.c). The state and the
+ * decisions are the machine's (ft/ckpt/rejoin.h). */
 typedef struct cr_rejoin {
-    int respawn;
-    int joining;                /* this process is such a newcomer, not taken in yet */
-    uint16_t view;              /* membership view of the detector (ft/hb) */
-    phx_ck_join_t join;         /* coordinator: newcomers, who has them connected */
-    uint32_t *inc;              /* per rank: its newcomer's incarnation, connected here */
-    uint32_t *taken;            /* take_in: per rank, the incarnation taken in (0: none) */
-    int *loc, *buddy;           /* joining: the epoch's tables, from DECIDE */
+    phx_ck_rj_t *m;
     uv_timer_t timer;           /* a lost rank must be back within startup-timeout */
 } cr_rejoin_t;
 
@@ -114,19 +111,17 @@ typedef struct cr_rejoin {
  * a loss on helpers without waiting for the lost rank; its new incarnation
  * is taken in at a later commit (hosting nothing), and the next
  * checkpoint's BEGIN carries the table that puts its slices back
- * (cr_home_table). At that checkpoint's cut, with every marker in and
+ * (phx_ck_rj_home_plan). At that checkpoint's cut, with every marker in and
  * workers paused, each node ships the tasks that leave it and rebuilds the
  * rest (cr_migrate): the table changes between two consistent states, so
  * no frame can reach a task's old host afterwards (nothing to forward). A
- * failure before the commit rolls back globally (pr bit 2). */
+ * failure before the commit rolls back globally (pr bit 2). The machine
+ * holds the tables and what is rebuilt; here the transfers. */
 typedef struct cr_home {
-    int mig;                    /* 1: this checkpoint moves slices, 2: shipped here */
-    int *loc, *from;            /* the table after and before it */
     void **out;                 /* per taker: the snapshot shipped (read until the commit) */
     void **in;                  /* per sender: its snapshot, to rebuild what it ships here */
     size_t *in_len;
     uint64_t *in_id;
-    uint8_t *in_done;
     int migrating;              /* restore_blob runs for a move, not a restore */
 } cr_home_t;
 
@@ -177,7 +172,6 @@ typedef struct cr {
     cr_bulk_t bulk;
     int restarting;             /* started with restart=DIR, not restored yet */
     cr_rejoin_t rj;
-    uint8_t *fresh;             /* taken in this round: not coordinator before GO */
     /* A mode layered on cr (message logging) hears of commits and
      * rollbacks, with the workers paused (phx_cr_listen). */
     phx_cr_listen_fn lis;
@@ -255,7 +249,6 @@ void cr_on_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len);
 void cr_on_disk_ok(cr_t *c, int peer, uint64_t e);
 
 /* cr_home.c: the move home */
-int cr_home_table(const cr_t *c, int *t);
 int cr_migrate(cr_t *c);
 void cr_mig_reset(cr_t *c);
 
@@ -277,11 +270,13 @@ void cr_rb_restored(cr_t *c);
 static inline uint64_t cr_rb_epoch(const cr_t *c) { return phx_ck_rec_epoch(c->rec); }
 static inline int cr_rb_partial(const cr_t *c) { return !!(phx_ck_rec_flags(c->rec) & PHX_CK_D_PARTIAL); }
 
-/* cr_rejoin.c: rejoin */
+/* cr_rejoin.c: rejoin (the machine: ft/ckpt/rejoin.h) */
+phx_ck_rj_view_t cr_rj_view(const cr_t *c);
+void cr_rj_run(cr_t *c, phx_ck_rj_out_t *o);
 void cr_rejoin_restore(cr_t *c);
 int cr_joins_ready(const cr_t *c);
-void cr_rj_report(cr_t *c, int x);
 void cr_on_peer_up(void *st, int peer, uint32_t inc);
+void cr_rj_failure(cr_t *c, int rank);
 void cr_on_rj_timer(uv_timer_t *t);
 void cr_on_join(cr_t *c, int peer, uint64_t x, const uint8_t *p, size_t len);
 int cr_take_in(cr_t *c, const phx_ck_eset_t *m);

@@ -51,12 +51,10 @@ static uint8_t *enc_eset(cr_t *c, uint64_t e, int flags, int joins, const int *l
         cr_fatal(c, 1, "%s", "out of memory in the recovery protocol");
         return NULL;
     }
-    for (int x = 0; joins && x < c->size; x++) {
-        uint32_t inc = 0;
-        incs[x] = c->dead[x] && phx_ck_join_ready(&c->rj.join, x, c->dead, &inc) ? inc : 0;
-    }
+    for (int x = 0; joins && x < c->size; x++)
+        incs[x] = phx_ck_rj_ready_inc(c->rj.m, x, c->dead);
     phx_ck_eset_t m = { .epoch = e, .dead = c->dead, .flags = (uint8_t)flags, .joins = joins,
-                        .view = (uint16_t)(c->rj.view + 1), .incs = incs, .loc = loc, .buddy = buddy };
+                        .view = (uint16_t)(phx_ck_rj_view_of(c->rj.m) + 1), .incs = incs, .loc = loc, .buddy = buddy };
     *len = (size_t)phx_ck_eset_enc(&m, c->size, c->nloc, buf, cap);
     free(incs);
     return buf;
@@ -221,10 +219,10 @@ int cr_adopt_epoch(cr_t *c, uint64_t e, void *blob, size_t len)
         cr_fatal(c, 1, "%s", "no checkpoint slot for the rejoin (internal error)");
         return PHX_EINVAL;
     }
-    memcpy(slot->loc, c->rj.loc, (size_t)c->nloc * sizeof *c->loc);
-    memcpy(slot->buddy, c->rj.buddy, (size_t)c->size * sizeof *c->buddy);
+    memcpy(slot->loc, phx_ck_rj_loc(c->rj.m), (size_t)c->nloc * sizeof *c->loc);
+    memcpy(slot->buddy, phx_ck_rj_buddy(c->rj.m), (size_t)c->size * sizeof *c->buddy);
     phx_ck_store_commit(&c->store, e);
-    memcpy(c->loc, c->rj.loc, (size_t)c->nloc * sizeof *c->loc);
+    memcpy(c->loc, phx_ck_rj_loc(c->rj.m), (size_t)c->nloc * sizeof *c->loc);
     c->n->loc_n = c->nhome;
     c->n->loc = c->loc;
     return 0;
@@ -240,7 +238,7 @@ static void do_rollback(cr_t *c)
         do_rollback_disk(c);
         return;
     }
-    if (c->rj.joining) {
+    if (phx_ck_rj_joining(c->rj.m)) {
         cr_rejoin_restore(c);
         return;
     }
@@ -396,14 +394,12 @@ static void judge(cr_t *c, uint64_t e, int j)
     int keeps = !c->rolls, missing = 0;
     for (int r = 0; !keeps && r < c->size; r++)
         keeps = !c->dead[r] && !cr_rolls_back(c, r);
-    uint32_t inc;
-    for (int x = 0; c->rj.respawn && x < c->size; x++)
-        missing |= c->dead[x] && !phx_ck_join_ready(&c->rj.join, x, c->dead, &inc);
+    missing = phx_ck_rj_waits(c->rj.m, c->dead);
     phx_ck_judge_in_t in = {
         .n = c->size, .nloc = c->nloc, .dead = c->dead, .epoch = e, .summary = j,
         .loc_e = slot ? slot->loc : NULL, .reloc = reloc, .lost = lost, .lost_buddy = lost_buddy,
         .disk = find_disk, .disk_arg = c,
-        .partial_ok = c->partial_ok && (c->n->cfg.restart_mode == PHX_RESTART_SURVIVORS || c->rj.respawn),
+        .partial_ok = c->partial_ok && (c->n->cfg.restart_mode == PHX_RESTART_SURVIVORS || phx_ck_rj_respawn(c->rj.m)),
         .when = c->when, .when_arg = c->lis_arg, .keeps = keeps, .joins_missing = missing,
     };
     phx_ck_judge_t d;
@@ -433,9 +429,8 @@ void cr_ctl_eset(cr_t *c, int tag, uint64_t id, uint64_t e, int flags, int joins
     if (!buf)
         return;
     if (joins) {
-        uint32_t inc = 0;
         for (int x = 0; x < c->size; x++)
-            if (c->dead[x] && phx_ck_join_ready(&c->rj.join, x, c->dead, &inc))
+            if (phx_ck_rj_ready_inc(c->rj.m, x, c->dead))
                 cr_ctl(c, x, tag, id, buf, len);
     }
     cr_ctl_all(c, tag, id, buf, len, 1);
@@ -466,7 +461,7 @@ static void send_abort(cr_t *c, uint64_t e, int lost, int lost_buddy)
     uint8_t buf[PHX_CK_ABORT_LEN];
     phx_ck_abort_enc(buf, &(phx_ck_abort_t){ .lost = lost, .buddy = lost_buddy });
     for (int x = 0; x < c->size; x++)   /* newcomers connected here wait for nothing more */
-        if (c->dead[x] && c->rj.inc[x])
+        if (c->dead[x] && phx_ck_rj_connected(c->rj.m, x))
             cr_ctl(c, x, RB_ABORT, e, buf, sizeof buf);
     cr_ctl_all(c, RB_ABORT, e, buf, sizeof buf, 1);
 }
@@ -492,13 +487,7 @@ int cr_on_failure(void *st, int rank)
     phx_ck_rec_on_failure(c->rec, &v, &o);
     cr_bulk_drop(c, -1, BK_TX | BK_RX);   /* an aborted checkpoint's copies; a new round re-ships */
     cr_mig_reset(c);
-    if (c->rj.respawn) {
-        c->rj.inc[rank] = 0;
-        uv_timer_start(&c->rj.timer, cr_on_rj_timer, (uint64_t)c->n->cfg.startup_timeout_ms, 0);
-        for (int x = 0; x < c->size; x++)   /* the coordinator may have changed */
-            if (c->dead[x] && c->rj.inc[x])
-                cr_rj_report(c, x);
-    }
+    cr_rj_failure(c, rank);
     run(c, &o, NULL);   /* PAUSE */
     cr_progress(c);
     cr_rb_try_decide(c);   /* a new coordinator may already hold every report */
@@ -511,8 +500,8 @@ void cr_on_decide(cr_t *c, uint64_t round, const uint8_t *p, size_t len)
     if (phx_ck_eset_dec(p, len, c->size, c->nloc, &m))
         return;
     int joins = m.joins;
-    if (c->rj.joining) {   /* ours only if it takes this incarnation in */
-        if (!joins || phx_wire_a32_u32(m.inc, (size_t)c->self) != c->n->inc)
+    if (phx_ck_rj_joining(c->rj.m)) {   /* ours only if it takes this incarnation in */
+        if (!phx_ck_rj_mine(c->rj.m, &m, c->n->inc))
             return;
         c->ndead = (int)round;
         memcpy(c->dead, m.dead, (size_t)c->size);
@@ -553,11 +542,9 @@ static void end_round(cr_t *c)
         c->pr = (c->pr & ~1) | 2;
     cr_xfer_clear(c);
     cr_bulk_drop(c, BK_XFER, BK_TX | BK_RX);
-    if (c->rj.respawn) {
+    if (phx_ck_rj_respawn(c->rj.m))
         uv_timer_stop(&c->rj.timer);
-        memset(c->fresh, 0, (size_t)c->size);   /* the lowest live rank coordinates again */
-        c->rj.joining = 0;
-    }
+    phx_ck_rj_round_over(c->rj.m);   /* the lowest live rank coordinates again */
     double ms = (double)(phx_now_ns() - c->t_fail) / 1e6;
     phx_evlog("recovery_done", "\"epoch\":%llu,\"round\":%d,\"ms\":%.3f,\"stale_dropped\":%llu,\"stale_frames\":%llu",
               (unsigned long long)cr_rb_epoch(c), c->ndead, ms, (unsigned long long)c->filt.dropped,

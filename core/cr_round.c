@@ -50,7 +50,9 @@ void cr_begin_checkpoint(cr_t *c)
         cr_fatal(c, 1, "%s", "out of memory starting a checkpoint");
         return;
     }
-    phx_ck_begin_t bm = { .buddy = b, .loc = cr_home_table(c, c->home.loc) ? c->home.loc : NULL };
+    phx_ck_rj_view_t rv = cr_rj_view(c);
+    int home = phx_ck_rj_home_plan(c->rj.m, &rv, c->loc);
+    phx_ck_begin_t bm = { .buddy = b, .loc = home ? phx_ck_rj_home_loc(c->rj.m) : NULL };
     long len = phx_ck_begin_enc(&bm, c->size, c->nloc, buf, cap);
     phx_ck_cm_out_t out = { 0 };
     uint64_t id = phx_ck_cm_start(c->cm, e, c->ndead, &out);
@@ -92,12 +94,8 @@ static void ck_pause(cr_t *c, uint64_t e, const phx_ck_begin_t *m)
     }
     memcpy(slot->loc, c->loc, (size_t)c->nloc * sizeof *c->loc);
     if (m->table.n) {   /* slices go home at this cut: the epoch holds them there */
-        for (int i = 0; i < c->nloc; i++)
-            c->home.loc[i] = phx_wire_a32_i32(m->table, (size_t)i);
-        memcpy(c->home.from, c->loc, (size_t)c->nloc * sizeof *c->loc);
-        memcpy(slot->loc, c->home.loc, (size_t)c->nloc * sizeof *c->loc);
-        memset(c->home.in_done, 0, (size_t)c->size);
-        c->home.mig = 1;
+        phx_ck_rj_home_begin(c->rj.m, m->table, c->loc);
+        memcpy(slot->loc, phx_ck_rj_home_loc(c->rj.m), (size_t)c->nloc * sizeof *c->loc);
         c->pr |= 4;
     }
     cr_bulk_drop(c, BK_COPY, BK_TX);   /* an aborted attempt's, whose blob the store may drop */
@@ -125,7 +123,7 @@ static void ck_snapshot(cr_t *c, uint64_t e)
      * (markers, chunk acks) leaves first, or the peers wait for it. */
     phx_net_flush(n->net);
     phx_node_batch_flush(n);
-    if (c->home.mig && !cr_migrate(c))
+    if (phx_ck_rj_moving(c->rj.m) && !cr_migrate(c))
         return;   /* asked again when the moved slices are in */
     void *blob;
     size_t len;
@@ -312,7 +310,7 @@ void cr_maybe_probe(cr_t *c)
 void cr_on_idle_timer(uv_timer_t *t)
 {
     cr_t *c = t->data;
-    if (c->phase != PH_IDLE || c->rj.joining || atomic_load(&c->n->stopping))
+    if (c->phase != PH_IDLE || phx_ck_rj_joining(c->rj.m) || atomic_load(&c->n->stopping))
         return;
     int idle = atomic_load(&c->n->work) == 0 && c->n->batch_pending == 0;
     int k = cr_coord(c);
@@ -338,7 +336,7 @@ void cr_write_disk(cr_t *c, uint64_t e)
 
 void cr_on_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
 {
-    if (c->rj.joining) {
+    if (phx_ck_rj_joining(c->rj.m)) {
         cr_join_at_commit(c, id, p, len);
         return;
     }
@@ -352,7 +350,7 @@ static void ck_commit(cr_t *c, uint64_t e, const uint8_t *p, size_t len)
 {
     phx_ck_store_commit(&c->store, e);
     /* A rank taken in at the last commit may coordinate from here on. */
-    memset(c->fresh, 0, (size_t)c->size);
+    phx_ck_rj_committed(c->rj.m);
     phx_ck_eset_t m;
     int joins = len && !phx_ck_eset_dec(p, len, c->size, c->nloc, &m) && m.joins;
     int rc = joins ? cr_take_in(c, &m) : 0;
@@ -360,7 +358,7 @@ static void ck_commit(cr_t *c, uint64_t e, const uint8_t *p, size_t len)
         cr_fatal(c, 1, "taking a rank back in failed: %s", phx_strerror(rc));
         return;
     }
-    if (c->home.mig) {
+    if (phx_ck_rj_moving(c->rj.m)) {
         cr_bulk_drop(c, BK_MIG, BK_TX | BK_RX);
         cr_mig_reset(c);
         phx_evlog("home", "\"epoch\":%llu", (unsigned long long)e);

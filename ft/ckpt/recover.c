@@ -247,3 +247,50 @@ void phx_ck_rec_on_done(phx_ck_rec_t *m, const phx_ck_rec_view_t *v, int from, i
             return;
     emit(o, (phx_ck_rec_act_t){ .kind = PHX_CK_REC_GO, .round = round });
 }
+
+/* ---- tests ------------------------------------------------------------------ */
+
+int phx_ck_rec_clone(const phx_ck_rec_t *m, phx_ck_rec_t **out)
+{
+    phx_ck_rec_t *c;
+    int rc = phx_ck_rec_create(m->n, m->self, &c);
+    if (rc)
+        return rc;
+    size_t n = (size_t)m->n;
+    c->decided = m->decided;
+    c->state_sent = m->state_sent;
+    c->have_decision = m->have_decision;
+    c->restored = m->restored;
+    c->restored_own = m->restored_own;
+    c->epoch = m->epoch;
+    c->flags = m->flags;
+    memcpy(c->reports.seen, m->reports.seen, n);
+    memcpy(c->reports.set, m->reports.set, n * n);
+    memcpy(c->reports.epoch, m->reports.epoch, n * sizeof *m->reports.epoch);
+    memcpy(c->rep_flags, m->rep_flags, n);
+    memcpy(c->done, m->done, n);
+    memcpy(c->lost, m->lost, n);
+    memcpy(c->xdone, m->xdone, n);
+    *out = c;
+    return 0;
+}
+
+size_t phx_ck_rec_key(const phx_ck_rec_t *m, uint8_t *buf, size_t cap)
+{
+    size_t n = (size_t)m->n;
+    int64_t w[] = { m->decided, m->state_sent, m->have_decision, m->restored, m->restored_own, (int64_t)m->epoch,
+                    m->flags };
+    size_t len = sizeof w + 5 * n + n * n + n * sizeof *m->reports.epoch;
+    if (len > cap)
+        return len;
+    uint8_t *p = buf;
+    memcpy(p, w, sizeof w);
+    p += sizeof w;
+    const uint8_t *parts[] = { m->reports.seen, m->rep_flags, m->done, m->lost, m->xdone };
+    for (size_t i = 0; i < 5; i++, p += n)
+        memcpy(p, parts[i], n);
+    memcpy(p, m->reports.set, n * n);
+    p += n * n;
+    memcpy(p, m->reports.epoch, n * sizeof *m->reports.epoch);
+    return len;
+}

@@ -80,6 +80,11 @@ void phx_ck_rec_out_free(phx_ck_rec_out_t *o);
 
 int phx_ck_rec_create(int n, int self, phx_ck_rec_t **out);
 void phx_ck_rec_destroy(phx_ck_rec_t *m);
+/* A copy (tests explore schedules from a state); 0 or PHX_ENOMEM. */
+int phx_ck_rec_clone(const phx_ck_rec_t *m, phx_ck_rec_t **out);
+/* The state as bytes, equal for equal states: the length; written only
+ * when it fits in cap. */
+size_t phx_ck_rec_key(const phx_ck_rec_t *m, uint8_t *buf, size_t cap);
 
 /* ---- member side ---------------------------------------------------------- */
 
