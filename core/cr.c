@@ -255,6 +255,9 @@ static void dispatch(cr_t *c, int peer, uint32_t tag, uint64_t id, const uint8_t
     case CK_DISK:
         cr_on_disk_ok(c, peer, id);
         break;
+    case CR_DRAIN:
+        cr_drain_ctl(c, peer, id, p, len);
+        break;
     case RB_ABORT: {
         phx_ck_abort_t a;
         if (phx_ck_abort_dec(p, len, &a))
@@ -373,7 +376,8 @@ static int cr_init(phx_node_t *n, void **out)
         !c->home.in_done || phx_ck_join_init(&c->rj.join, n->size) ||
         phx_ck_cm_create(n->size, n->rank, &c->cm) || phx_ck_rec_create(n->size, n->rank, &c->rec) ||
         phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc) ||
-        phx_ck_quiet_init(&c->probe.quiet, n->size, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_timeout_ms)) {
+        phx_ck_quiet_init(&c->probe.quiet, n->size, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_timeout_ms) ||
+        cr_drain_init(c)) {
         free(host);
         return PHX_ENOMEM;
     }
@@ -531,6 +535,7 @@ static void cr_destroy(void *st)
     }
     phx_ck_join_free(&c->rj.join);
     phx_ck_quiet_free(&c->probe.quiet);
+    cr_drain_free(c);
     free(c->rj.inc);
     free(c->rj.taken);
     free(c->fresh);
@@ -579,6 +584,7 @@ const phx_recovery_ops_t phx_recovery_cr = {
     .on_failure = cr_ck_failure,
     .on_peer_up = cr_on_peer_up,
     .on_checkpoint = cr_on_checkpoint,
+    .drain = cr_drain_request,
     .worker_pause = cr_worker_pause,
     .stop = cr_stop,
     .destroy = cr_destroy,
