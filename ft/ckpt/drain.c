@@ -14,6 +14,7 @@ struct phx_ck_dr {
     uint8_t *pending;      /* coordinator: ranks that asked to leave */
     uint64_t plan_id;      /* the checkpoint carrying a plan (0: none) */
     uint8_t *plan;         /* its leavers */
+    uint64_t done_id;      /* the plan last applied (its leavers stay in plan for APPLY) */
 };
 
 static void emit(phx_ck_dr_out_t *o, int kind, int dst, uint64_t id)
@@ -133,12 +134,13 @@ void phx_ck_dr_on_leave(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, uint64_t id, 
     if (!id || id < m->plan_id || id_round(id) < v->round)
         return;
     m->plan_id = id;
+    m->done_id = 0;
     memcpy(m->plan, leavers, (size_t)m->n);
 }
 
 const uint8_t *phx_ck_dr_leavers(const phx_ck_dr_t *m, uint64_t id)
 {
-    return id && id == m->plan_id ? m->plan : NULL;
+    return id && (id == m->plan_id || id == m->done_id) ? m->plan : NULL;
 }
 
 void phx_ck_dr_on_commit(phx_ck_dr_t *m, uint64_t id, phx_ck_dr_out_t *out)
@@ -154,11 +156,12 @@ void phx_ck_dr_on_commit(phx_ck_dr_t *m, uint64_t id, phx_ck_dr_out_t *out)
         emit(out, PHX_CK_DR_EXIT, -1, id);
     }
     m->plan_id = 0;
+    m->done_id = id;
 }
 
 void phx_ck_dr_on_failure(phx_ck_dr_t *m, int rank)
 {
-    m->plan_id = 0;
+    m->plan_id = m->done_id = 0;
     memset(m->plan, 0, (size_t)m->n);
     if (rank >= 0 && rank < m->n)
         m->pending[rank] = 0;

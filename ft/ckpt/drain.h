@@ -115,8 +115,8 @@ int phx_ck_dr_plan(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, uint64_t id, uint8
  * overtaken by an applied drain, and is ignored (it may arrive after the
  * failure notice that aborted it). */
 void phx_ck_dr_on_leave(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, uint64_t id, const uint8_t *leavers);
-/* The leavers of checkpoint id, if it carries a plan (n flags, valid until
- * the next event); NULL otherwise. */
+/* The leavers of checkpoint id, if it carries a plan or carried the plan
+ * applied last (n flags, valid until the next event); NULL otherwise. */
 const uint8_t *phx_ck_dr_leavers(const phx_ck_dr_t *m, uint64_t id);
 /* Checkpoint id committed here: APPLY(id) if it carries a plan, then EXIT
  * if this node is among its leavers. The caller marks the leavers dead

@@ -120,7 +120,11 @@ static void run(world_t *w, int self, const phx_ck_dr_out_t *o)
             start_ckpt(w);
             break;
         case PHX_CK_DR_APPLY:
-            break;   /* the commit loop applies it once every node committed */
+            /* The glue reads the leavers when it carries APPLY out, after
+             * the machine returned. The commit loop marks them dead once
+             * every node committed. */
+            assert_non_null(phx_ck_dr_leavers(w->m[self], a->id));
+            break;
         case PHX_CK_DR_EXIT:
             assert_true(w->asked[self]);
             assert_false(w->failed[self]);
