@@ -405,9 +405,10 @@ static int cr_init(phx_node_t *n, void **out)
         c->die_epoch = de;
         c->die_point = !strcmp(pt, "stored") ? DIE_STORED : !strcmp(pt, "rollback") ? DIE_ROLLBACK
                      : !strcmp(pt, "rejoin") ? DIE_REJOIN : !strcmp(pt, "shipped") ? DIE_SHIPPED
-                     : !strcmp(pt, "moved") ? DIE_MOVED : !strcmp(pt, "commit") ? DIE_COMMIT : DIE_NONE;
+                     : !strcmp(pt, "moved") ? DIE_MOVED : !strcmp(pt, "commit") ? DIE_COMMIT
+                     : !strcmp(pt, "drain") ? DIE_DRAIN : DIE_NONE;
         if (c->die_point == DIE_NONE) {
-            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback|rejoin|shipped|moved|commit)\n",
+            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback|rejoin|shipped|moved|commit|drain)\n",
                     pt);
             return PHX_EINVAL;
         }

@@ -228,6 +228,11 @@ void cr_drain_failure(cr_t *c, int rank)
     run(c, &o);
 }
 
+int cr_drain_planned(const cr_t *c, uint64_t id)
+{
+    return phx_ck_dr_leavers(c->dr->m, id) != NULL;
+}
+
 /* This node may have become an idle coordinator (after a commit). */
 void cr_drain_idle(cr_t *c)
 {

@@ -175,7 +175,8 @@ typedef struct cr {
     /* Fault injection for tests (PHX_CKPT_DIE=RANK:EPOCH:POINT): this rank
      * raises SIGKILL at a protocol point, so a kill lands there by
      * construction; for rejoin, shipped and moved EPOCH is the
-     * incarnation that dies. */
+     * incarnation that dies; drain: when it stores its copy of a
+     * checkpoint that carries a drain (EPOCH unused). */
     int die_point;              /* DIE_* */
     uint64_t die_epoch;
     cr_disk_t disk;
@@ -207,7 +208,7 @@ typedef struct cr {
     cr_drain_t *dr;             /* the drain (cr_drain.c) */
 } cr_t;
 
-enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN, DIE_SHIPPED, DIE_MOVED, DIE_COMMIT };
+enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN, DIE_SHIPPED, DIE_MOVED, DIE_COMMIT, DIE_DRAIN };
 
 enum { BK_TX = 1, BK_RX = 2 };
 
@@ -305,5 +306,7 @@ int cr_drain_plan(cr_t *c, uint64_t id, int32_t *b, const int **table);
 int cr_drain_commit(cr_t *c, uint64_t id);
 void cr_drain_failure(cr_t *c, int rank);
 void cr_drain_idle(cr_t *c);
+/* Whether checkpoint id carries a drain plan here. */
+int cr_drain_planned(const cr_t *c, uint64_t id);
 
 #endif

@@ -246,6 +246,8 @@ static void ck_stored(cr_t *c, uint64_t e)
               (unsigned long long)c->probe.queued);
     if (c->die_point == DIE_STORED && c->die_epoch == e)
         raise(SIGKILL);   /* test: between the local store and the commit */
+    if (c->die_point == DIE_DRAIN && cr_drain_planned(c, phx_ck_cm_id(c->cm)))
+        raise(SIGKILL);   /* test: a failure racing a drain (EPOCH unused) */
 }
 
 static void ck_commit(cr_t *c, uint64_t e, const uint8_t *p, size_t len);

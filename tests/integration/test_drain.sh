@@ -128,6 +128,24 @@ else
     fail "grace: iteration $AT never logged"; finish_job
 fi
 
+# ---- a failure racing the drain: rank 5 dies storing the drain's checkpoint ----------
+# (PHX_CKPT_DIE=5:0:drain). The checkpoint aborts, everyone rolls back as
+# after any failure (rank 3, still a member, too), and the drain is planned
+# again at the checkpoint the recovery round starts.
+start race PHX_CKPT_DIE=5:0:drain
+if at_iter $AT; then
+    kill -TERM "$(pid_of 3)"
+    finish_job
+    check "race: exit code 0 (got $RC)" [ "$RC" = 0 ]
+    check "race: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+    check "race: rank 5 died during the drain, recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
+    check "race: rank 3 drained after it, at every survivor" \
+        [ "$(grep -ls '"ev":"drain_done","rank":3,' "$DIR"/ev.*.jsonl | wc -l)" = $((N - 1)) ]
+    check "race: rank 3 exited 0" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
+else
+    fail "race: iteration $AT never logged"; finish_job
+fi
+
 # ---- drain-on=off: SIGTERM is a crash, as before -----------------------------------------
 start off -- --phx-drain-on=off
 if at_iter $AT; then
