@@ -9,9 +9,10 @@
 #   leaver exit   SIGTERM to the leaver's exit (its event log: drain_request
 #                 to its exit event; a SIGKILLed node is gone at once)
 #   job lost      the time the job made no net progress: the crash, from the
-#                 SIGKILL until the main task logs again the last iteration
-#                 it logged before it (detection, agreement, restores and
-#                 the re-execution from the checkpoint); the drain, the
+#                 SIGKILL until the main task logs, for the last time, the
+#                 iteration after the last it logged before it (detection,
+#                 agreement, restores and the re-execution from the
+#                 checkpoint); the drain, the
 #                 pause of its checkpoint at the slowest survivor (BEGIN to
 #                 COMMIT, workers parked), as the job keeps computing until
 #                 the cut and nothing is redone. (A wall-time difference to a
@@ -81,8 +82,9 @@ if kind == "term":
     if any(e["ev"] in ("rollback", "failure") for e in allv):
         ok = "0"   # a drain that fell back to a recovery is not a drain
 if kind == "kill":
-    again = [e["t"] for e in allv if e["ev"] == "jacobi_iter" and e["iter"] == i and e["t"] > tsig]
-    lost = (again[0] - tsig) / 1e6 if again else -1
+    # The last run of iteration i + 1 (its first came after the rollback,
+    # or before it when the checkpoint's cut was past i on a slow host).
+    lost = (last[i + 1] - tsig) / 1e6 if i + 1 in last else -1
     r0 = ev.get(0, [])
     f = [e["t"] for e in r0 if e["ev"] == "failure"]
     d_ = [e["t"] for e in r0 if e["ev"] == "recovery_done"]
