@@ -112,7 +112,7 @@ int cr_drain_request(void *st, int why)
     }
     d->why = why;
     d->t_req = phx_now_ns();
-    PHX_INFO("ckpt", "drain requested (%s): handing this node's tasks over at the next checkpoint",
+    PHX_WARN("ckpt", "drain requested (%s): handing this node's tasks over at the next checkpoint",
              why == PHX_CK_DR_WHY_CMD ? "phx drain" : "SIGTERM");
     phx_evlog("drain_request", "\"rank\":%d,\"coord\":%d", c->self, v.coord);
     run(c, &o);
