@@ -510,6 +510,7 @@ static void cr_stop(void *st)
     uv_close((uv_handle_t *)&c->rj.timer, closed);
     uv_timer_stop(&c->probe.timer);
     uv_close((uv_handle_t *)&c->probe.timer, closed);
+    cr_drain_stop(c);
     uv_close((uv_handle_t *)&c->pause.async, closed);
     /* Paused workers leave for good: they must reach their STOP message. */
     pthread_mutex_lock(&c->pause.mu);

@@ -38,13 +38,17 @@ struct cr_drain {
     int hold;                   /* PHX_DRAIN_HOLD=RANK: test hook, this rank never sends its request */
     int why;                    /* PHX_CK_DR_WHY_* of this node's request */
     uint64_t t_req;             /* this node asked (ns) */
+    uv_timer_t retry;           /* asked: the request again every hb-timeout until the drain */
+    int retry_open;             /* retry initialised and not closed */
 };
 
 static void run(cr_t *c, const phx_ck_dr_out_t *o);
 
 static phx_ck_dr_view_t view(const cr_t *c)
 {
-    return (phx_ck_dr_view_t){ .dead = c->dead, .coord = cr_coord(c), .idle = c->phase == PH_IDLE && !c->ck_hold,
+    /* Not before epoch 1, which holds the job's start (cr_on_start). */
+    return (phx_ck_dr_view_t){ .dead = c->dead, .coord = cr_coord(c),
+                               .idle = c->phase == PH_IDLE && !c->ck_hold && c->store.committed > 0,
                                .round = (uint32_t)c->ndead };
 }
 
@@ -62,6 +66,29 @@ int cr_drain_init(cr_t *c)
     const char *h = getenv("PHX_DRAIN_HOLD");
     d->hold = h && *h && atoi(h) == c->self;
     return phx_ck_dr_create(c->size, c->self, &d->m);
+}
+
+static void closed(uv_handle_t *h) { (void)h; }
+
+void cr_drain_stop(cr_t *c)
+{
+    cr_drain_t *d = c->dr;
+    if (d && d->retry_open) {
+        d->retry_open = 0;
+        uv_timer_stop(&d->retry);
+        uv_close((uv_handle_t *)&d->retry, closed);
+    }
+}
+
+static void on_retry(uv_timer_t *t)
+{
+    cr_t *c = t->data;
+    if (atomic_load(&c->n->stopping))
+        return;
+    phx_ck_dr_view_t v = view(c);
+    phx_ck_dr_out_t o = { 0 };
+    phx_ck_dr_retry(c->dr->m, &v, &o);
+    run(c, &o);
 }
 
 void cr_drain_free(cr_t *c)
@@ -116,6 +143,13 @@ int cr_drain_request(void *st, int why)
              why == PHX_CK_DR_WHY_CMD ? "phx drain" : "SIGTERM");
     phx_evlog("drain_request", "\"rank\":%d,\"coord\":%d", c->self, v.coord);
     run(c, &o);
+    /* The timer opens here, not at init: a failed init closes no handle. */
+    uint64_t hb = (uint64_t)c->n->cfg.hb_timeout_ms;
+    if (!d->retry_open && !uv_timer_init(&c->n->loop, &d->retry)) {
+        d->retry.data = c;
+        d->retry_open = 1;
+        uv_timer_start(&d->retry, on_retry, hb, hb);
+    }
     return 0;
 }
 

@@ -299,6 +299,7 @@ void cr_join_at_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len);
 
 /* cr_drain.c: a node told to stop leaves at a cut */
 int cr_drain_init(cr_t *c);
+void cr_drain_stop(cr_t *c);   /* closes its handle (cr_stop) */
 void cr_drain_free(cr_t *c);
 int cr_drain_request(void *st, int why);
 void cr_drain_ctl(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len);

@@ -74,6 +74,14 @@ int phx_ck_dr_request(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, phx_ck_dr_out_t
 
 int phx_ck_dr_requested(const phx_ck_dr_t *m) { return m->req; }
 
+void phx_ck_dr_retry(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, phx_ck_dr_out_t *out)
+{
+    if (!m->req || m->left || v->coord < 0)
+        return;
+    m->asked = v->coord;
+    emit(out, PHX_CK_DR_REQ, v->coord, 0);
+}
+
 /* The round that names checkpoint id (ckpt_msg.h: round << 32 | epoch). */
 static uint32_t id_round(uint64_t id) { return (uint32_t)(id >> 32); }
 

@@ -53,7 +53,8 @@ typedef struct phx_ck_dr phx_ck_dr_t;
 typedef struct phx_ck_dr_view {
     const uint8_t *dead;   /* n flags (leavers that left count as dead) */
     int coord;             /* the lowest live rank */
-    int idle;              /* coordinator: no checkpoint or recovery round open here */
+    int idle;              /* coordinator: no checkpoint or recovery round open here, and the
+                            * job's first checkpoint committed (it holds the job's start) */
     uint32_t round;        /* membership changes so far (cr's dead count): names checkpoint ids */
 } phx_ck_dr_view_t;
 
@@ -90,6 +91,11 @@ void phx_ck_dr_destroy(phx_ck_dr_t *m);
 int phx_ck_dr_request(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, phx_ck_dr_out_t *out);
 /* 1 once this node asked to leave. */
 int phx_ck_dr_requested(const phx_ck_dr_t *m);
+/* Asked, and not left yet: REQ to the coordinator of the view again (the
+ * caller retries now and then: a request sent before the link was up, or
+ * lost with a coordinator, is not lost for good; a repeat changes nothing
+ * at the coordinator but a START it may owe). */
+void phx_ck_dr_retry(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, phx_ck_dr_out_t *out);
 
 /* ---- the coordinator --------------------------------------------------------- */
 

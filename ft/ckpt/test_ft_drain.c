@@ -415,6 +415,31 @@ static void test_coordinator_dies_with_request_pending(void **st)
     world_free(&w);
 }
 
+static void test_lost_request_is_retried(void **st)
+{
+    (void)st;
+    world_t w;
+    world_init(&w, 4);
+    ask(&w, 1);
+    w.qh = w.qt;   /* the REQ is lost (sent before the link was up) */
+    settle(&w);
+    assert_false(w.left[1]);
+    phx_ck_dr_view_t v = view(&w);
+    phx_ck_dr_out_t o = { 0 };
+    phx_ck_dr_retry(w.m[1], &v, &o);
+    run(&w, 1, &o);
+    o.n = 0;
+    phx_ck_dr_retry(w.m[2], &v, &o);   /* a rank that never asked sends nothing */
+    assert_int_equal(o.n, 0);
+    settle(&w);
+    assert_true(w.left[1]);
+    o.n = 0;
+    phx_ck_dr_retry(w.m[1], &v, &o);   /* gone: nothing more */
+    assert_int_equal(o.n, 0);
+    check_end(&w);
+    world_free(&w);
+}
+
 /* Seeded schedules: random requests, deliveries, checkpoints, commits and
  * up to two failures; n = 2..6. */
 static void test_random_schedules(void **st)
@@ -497,6 +522,7 @@ int main(void)
         cmocka_unit_test(test_failure_racing_the_drain),
         cmocka_unit_test(test_leaver_dies_before_its_drain),
         cmocka_unit_test(test_coordinator_dies_with_request_pending),
+        cmocka_unit_test(test_lost_request_is_retried),
         cmocka_unit_test(test_random_schedules),
         cmocka_unit_test(test_messages_round_trip),
     };
