@@ -9,7 +9,7 @@
 # leaving the node, SIGKILL follows) is an ordinary failure, recovered;
 # drain-on=off keeps SIGTERM a crash; the coordinator (rank 0) drains;
 # cancelling the whole job (phx run gets SIGTERM) still stops it at once,
-# without any drain.
+# without any drain; SIGTERM to every node at once ends the job, saying so.
 # Signals land by construction: the test waits for the main task's
 # jacobi_iter line in the JSON event log (or the leaver's drain_held line)
 # before sending them.
@@ -174,6 +174,24 @@ if at_iter $AT; then
     check "cancel: no node had to be SIGKILLed" eval '! grep -q "sending SIGKILL" "$DIR/err"'
 else
     fail "cancel: iteration $AT never logged"; finish_job
+fi
+
+# ---- every node gets SIGTERM at once (a scheduler cancelling the job) -------------
+# The first requests may drain a node or two; once every live node asked,
+# the coordinator ends the job (143) saying so: never a drain into nobody,
+# never a hang, never a wrong result.
+start all
+if at_iter $AT; then
+    t0=$(now_ms)
+    kill -TERM $(awk '{ print $2 }' "$DIR/pids")
+    finish_job
+    t1=$(now_ms)
+    check "all: the job ends non-zero, 143 (got $RC)" [ "$RC" = 143 ]
+    check "all: promptly ($((t1 - t0)) ms, within 5 hb-timeouts: a checkpoint or two)" [ $((t1 - t0)) -lt $((5 * HB)) ]
+    check "all: it says the job was cancelled" grep -q "the job is cancelled, not drained into nobody" "$DIR/err"
+    check "all: no result printed" [ -z "$(sum_of)" ]
+else
+    fail "all: iteration $AT never logged"; finish_job
 fi
 
 finish
