@@ -248,7 +248,7 @@ int cr_drain_commit(cr_t *c, uint64_t id)
     phx_ck_dr_out_t o = { 0 };
     phx_ck_dr_on_commit(d->m, id, &o);
     run(c, &o);
-    return atomic_load(&c->n->stopping) ? 1 : 0;
+    return phx_ck_dr_left(d->m);
 }
 
 /* A failure notice for rank, after cr_on_failure took it. */

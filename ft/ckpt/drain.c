@@ -73,6 +73,7 @@ int phx_ck_dr_request(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, phx_ck_dr_out_t
 }
 
 int phx_ck_dr_requested(const phx_ck_dr_t *m) { return m->req; }
+int phx_ck_dr_left(const phx_ck_dr_t *m) { return m->left; }
 
 void phx_ck_dr_retry(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, phx_ck_dr_out_t *out)
 {

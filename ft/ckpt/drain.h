@@ -89,8 +89,10 @@ void phx_ck_dr_destroy(phx_ck_dr_t *m);
  * asked (nothing new); PHX_ENOSPC: this is the last live rank, there is
  * nobody to drain into (the caller stops as before). */
 int phx_ck_dr_request(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, phx_ck_dr_out_t *out);
-/* 1 once this node asked to leave. */
+/* 1 once this node asked to leave; phx_ck_dr_left: 1 once it has left
+ * (EXIT was emitted). */
 int phx_ck_dr_requested(const phx_ck_dr_t *m);
+int phx_ck_dr_left(const phx_ck_dr_t *m);
 /* Asked, and not left yet: REQ to the coordinator of the view again (the
  * caller retries now and then: a request sent before the link was up, or
  * lost with a coordinator, is not lost for good; a repeat changes nothing

@@ -128,6 +128,7 @@ static void run(world_t *w, int self, const phx_ck_dr_out_t *o)
         case PHX_CK_DR_EXIT:
             assert_true(w->asked[self]);
             assert_false(w->failed[self]);
+            assert_true(phx_ck_dr_left(w->m[self]));
             w->left[self] = 1;
             break;
         default:
