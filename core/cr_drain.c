@@ -38,6 +38,10 @@ struct cr_drain {
     int hold;                   /* PHX_DRAIN_HOLD=RANK: test hook, this rank never sends its request */
     int why;                    /* PHX_CK_DR_WHY_* of this node's request */
     uint64_t t_req;             /* this node asked (ns) */
+    uint8_t *stash;             /* a BEGIN of the membership after a drain, met before its COMMIT */
+    size_t stash_len;
+    uint64_t stash_id;
+    int committing;             /* inside ck_commit: a START waits for its end (cr_drain_idle) */
     uv_timer_t retry;           /* asked: the request again every hb-timeout until the drain */
     int retry_open;             /* retry initialised and not closed */
 };
@@ -97,6 +101,7 @@ void cr_drain_free(cr_t *c)
     if (!d)
         return;
     phx_ck_dr_destroy(d->m);
+    free(d->stash);
     free(d->leavers);
     free(d->gone);
     free(d->bud);
@@ -247,14 +252,46 @@ int cr_drain_commit(cr_t *c, uint64_t id)
     cr_drain_t *d = c->dr;
     phx_ck_dr_out_t o = { 0 };
     phx_ck_dr_on_commit(d->m, id, &o);
+    /* A request the new view sends to this node itself (it coordinates
+     * now) must not start a checkpoint inside this commit, whose end
+     * resumes the workers: cr_drain_idle starts it there. */
+    d->committing = 1;
     run(c, &o);
+    d->committing = 0;
     return phx_ck_dr_left(d->m);
+}
+
+/* BEGIN(id) met while this node is in the checkpoint of a drain, before
+ * its COMMIT: when the coordinator itself drained, the next one (the
+ * lowest survivor) starts its first checkpoint as soon as it committed,
+ * and that BEGIN may overtake the old coordinator's COMMIT (another link).
+ * Kept (1) and taken once the commit applied the drain (cr_drain_idle);
+ * 0: not such a BEGIN. */
+int cr_drain_defer_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
+{
+    cr_drain_t *d = c->dr;
+    if (!phx_ck_cm_in_round(c->cm) || !phx_ck_dr_leavers(d->m, phx_ck_cm_id(c->cm)) ||
+        (int)phx_ck_id_round(id) <= c->ndead)
+        return 0;
+    uint8_t *s = malloc(len ? len : 1);
+    if (!s)
+        return 0;   /* dropped as before: the job then waits for that checkpoint */
+    memcpy(s, p, len);
+    free(d->stash);
+    d->stash = s;
+    d->stash_len = len;
+    d->stash_id = id;
+    PHX_INFO("ckpt", "BEGIN of epoch %llu from the next coordinator came before the drain's commit: kept",
+             (unsigned long long)phx_ck_id_epoch(id));
+    return 1;
 }
 
 /* A failure notice for rank, after cr_on_failure took it. */
 void cr_drain_failure(cr_t *c, int rank)
 {
     cr_drain_t *d = c->dr;
+    free(d->stash);   /* its checkpoint aborts with the failure */
+    d->stash = NULL;
     phx_ck_dr_on_failure(d->m, rank);
     phx_ck_dr_view_t v = view(c);
     phx_ck_dr_out_t o = { 0 };
@@ -270,8 +307,17 @@ int cr_drain_planned(const cr_t *c, uint64_t id)
 /* This node may have become an idle coordinator (after a commit). */
 void cr_drain_idle(cr_t *c)
 {
+    cr_drain_t *d = c->dr;
     if (atomic_load(&c->n->stopping))
         return;
+    if (d->stash && c->phase == PH_IDLE) {   /* the next coordinator's BEGIN, kept */
+        uint8_t *s = d->stash;
+        d->stash = NULL;
+        cr_on_begin(c, d->stash_id, s, d->stash_len);
+        free(s);
+        if (c->phase != PH_IDLE)
+            return;
+    }
     phx_ck_dr_view_t v = view(c);
     phx_ck_dr_out_t o = { 0 };
     phx_ck_dr_on_idle(c->dr->m, &v, &o);
@@ -337,7 +383,8 @@ static void run(cr_t *c, const phx_ck_dr_out_t *o)
             break;
         }
         case PHX_CK_DR_START:
-            cr_begin_checkpoint(c);
+            if (!d->committing)
+                cr_begin_checkpoint(c);
             break;
         case PHX_CK_DR_LEAVE: {
             uint8_t buf[4 + 4 + 4 * 256], *p = buf;

@@ -307,6 +307,7 @@ int cr_drain_plan(cr_t *c, uint64_t id, int32_t *b, const int **table);
 int cr_drain_commit(cr_t *c, uint64_t id);
 void cr_drain_failure(cr_t *c, int rank);
 void cr_drain_idle(cr_t *c);
+int cr_drain_defer_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len);
 /* Whether checkpoint id carries a drain plan here. */
 int cr_drain_planned(const cr_t *c, uint64_t id);
 

@@ -70,6 +70,8 @@ void cr_begin_checkpoint(cr_t *c)
 void cr_on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
 {
     phx_ck_begin_t m;
+    if (c->phase == PH_CK && cr_drain_defer_begin(c, id, p, len))
+        return;   /* the next coordinator's, after a drain not committed here yet */
     if (c->phase != PH_IDLE || phx_ck_begin_dec(p, len, c->size, c->nloc, &m))
         return;   /* a failure is being handled */
     int bad = -1;

@@ -14,7 +14,10 @@ struct phx_ck_dr {
     uint8_t *pending;      /* coordinator: ranks that asked to leave */
     uint64_t plan_id;      /* the checkpoint carrying a plan (0: none) */
     uint8_t *plan;         /* its leavers */
-    uint64_t done_id;      /* the plan last applied (its leavers stay in plan for APPLY) */
+    uint64_t done_id;      /* the plan last applied */
+    uint8_t *done;         /* its leavers (read by the caller at APPLY) */
+    uint64_t next_id;      /* a newer plan that came before plan_id's commit (0: none) */
+    uint8_t *next;         /* its leavers */
 };
 
 static void emit(phx_ck_dr_out_t *o, int kind, int dst, uint64_t id)
@@ -35,7 +38,9 @@ int phx_ck_dr_create(int n, int self, phx_ck_dr_t **out)
     m->asked = -1;
     m->pending = calloc((size_t)n, 1);
     m->plan = calloc((size_t)n, 1);
-    if (!m->pending || !m->plan) {
+    m->done = calloc((size_t)n, 1);
+    m->next = calloc((size_t)n, 1);
+    if (!m->pending || !m->plan || !m->done || !m->next) {
         phx_ck_dr_destroy(m);
         return PHX_ENOMEM;
     }
@@ -49,6 +54,8 @@ void phx_ck_dr_destroy(phx_ck_dr_t *m)
         return;
     free(m->pending);
     free(m->plan);
+    free(m->done);
+    free(m->next);
     free(m);
 }
 
@@ -92,6 +99,13 @@ static void forget_stale(phx_ck_dr_t *m, const phx_ck_dr_view_t *v)
     if (m->plan_id && id_round(m->plan_id) < v->round) {
         m->plan_id = 0;
         memset(m->plan, 0, (size_t)m->n);
+    }
+    if (m->next_id && id_round(m->next_id) < v->round)
+        m->next_id = 0;
+    if (!m->plan_id && m->next_id) {
+        m->plan_id = m->next_id;
+        memcpy(m->plan, m->next, (size_t)m->n);
+        m->next_id = 0;
     }
 }
 
@@ -140,37 +154,49 @@ int phx_ck_dr_plan(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, uint64_t id, uint8
 void phx_ck_dr_on_leave(phx_ck_dr_t *m, const phx_ck_dr_view_t *v, uint64_t id, const uint8_t *leavers)
 {
     forget_stale(m, v);
-    if (!id || id < m->plan_id || id_round(id) < v->round)
+    if (!id || id <= m->plan_id || id_round(id) < v->round)
         return;
+    if (m->plan_id && id_round(id) > id_round(m->plan_id)) {
+        /* The plan of the membership after plan_id's, from its new
+         * coordinator (the old one drained): its LEAVE may overtake the
+         * old coordinator's COMMIT, on another link. Kept for after it. */
+        m->next_id = id;
+        memcpy(m->next, leavers, (size_t)m->n);
+        return;
+    }
     m->plan_id = id;
-    m->done_id = 0;
     memcpy(m->plan, leavers, (size_t)m->n);
 }
 
 const uint8_t *phx_ck_dr_leavers(const phx_ck_dr_t *m, uint64_t id)
 {
-    return id && (id == m->plan_id || id == m->done_id) ? m->plan : NULL;
+    if (!id)
+        return NULL;
+    return id == m->plan_id ? m->plan : id == m->next_id ? m->next : id == m->done_id ? m->done : NULL;
 }
 
 void phx_ck_dr_on_commit(phx_ck_dr_t *m, uint64_t id, phx_ck_dr_out_t *out)
 {
     if (!id || id != m->plan_id)
         return;
+    memcpy(m->done, m->plan, (size_t)m->n);
+    m->done_id = id;
     for (int r = 0; r < m->n; r++)
-        if (m->plan[r])
+        if (m->done[r])
             m->pending[r] = 0;
     emit(out, PHX_CK_DR_APPLY, -1, id);
-    if (m->plan[m->self]) {
+    if (m->done[m->self]) {
         m->left = 1;
         emit(out, PHX_CK_DR_EXIT, -1, id);
     }
-    m->plan_id = 0;
-    m->done_id = id;
+    m->plan_id = m->next_id;   /* the next membership's plan, if it came early */
+    memcpy(m->plan, m->next, (size_t)m->n);
+    m->next_id = 0;
 }
 
 void phx_ck_dr_on_failure(phx_ck_dr_t *m, int rank)
 {
-    m->plan_id = m->done_id = 0;
+    m->plan_id = m->done_id = m->next_id = 0;
     memset(m->plan, 0, (size_t)m->n);
     if (rank >= 0 && rank < m->n)
         m->pending[rank] = 0;

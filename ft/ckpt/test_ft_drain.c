@@ -416,6 +416,39 @@ static void test_coordinator_dies_with_request_pending(void **st)
     world_free(&w);
 }
 
+/* Rank 0 drains; rank 1, the next coordinator, commits first and plans its
+ * own drain at once: at rank 2 that LEAVE (another link) overtakes rank
+ * 0's COMMIT. Both plans apply, in order. */
+static void test_next_plan_overtakes_the_commit(void **st)
+{
+    (void)st;
+    phx_ck_dr_t *m;
+    assert_int_equal(phx_ck_dr_create(4, 2, &m), 0);
+    uint8_t dead[4] = { 0 }, a[4] = { 1, 0, 0, 0 }, b[4] = { 0, 1, 0, 0 };
+    phx_ck_dr_view_t v = { .dead = dead, .coord = 0, .round = 0 };
+    uint64_t id0 = (uint64_t)0 << 32 | 10, id1 = (uint64_t)1 << 32 | 11;
+    phx_ck_dr_on_leave(m, &v, id0, a);
+    phx_ck_dr_on_leave(m, &v, id1, b);   /* early */
+    assert_memory_equal(phx_ck_dr_leavers(m, id0), a, 4);
+    assert_memory_equal(phx_ck_dr_leavers(m, id1), b, 4);
+    phx_ck_dr_out_t o = { 0 };
+    phx_ck_dr_on_commit(m, id0, &o);
+    assert_int_equal(o.n, 1);
+    assert_int_equal(o.a[0].kind, PHX_CK_DR_APPLY);
+    assert_memory_equal(phx_ck_dr_leavers(m, id0), a, 4);   /* read by the glue now */
+    dead[0] = 1;
+    v = (phx_ck_dr_view_t){ .dead = dead, .coord = 1, .round = 1 };
+    o.n = 0;
+    phx_ck_dr_on_commit(m, id1, &o);
+    assert_int_equal(o.n, 1);
+    assert_memory_equal(phx_ck_dr_leavers(m, id1), b, 4);
+    /* A failure drops an early plan too. */
+    phx_ck_dr_on_leave(m, &v, (uint64_t)2 << 32 | 12, a);
+    phx_ck_dr_on_failure(m, 3);
+    assert_null(phx_ck_dr_leavers(m, (uint64_t)2 << 32 | 12));
+    phx_ck_dr_destroy(m);
+}
+
 static void test_lost_request_is_retried(void **st)
 {
     (void)st;
@@ -523,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_failure_racing_the_drain),
         cmocka_unit_test(test_leaver_dies_before_its_drain),
         cmocka_unit_test(test_coordinator_dies_with_request_pending),
+        cmocka_unit_test(test_next_plan_overtakes_the_commit),
         cmocka_unit_test(test_lost_request_is_retried),
         cmocka_unit_test(test_random_schedules),
         cmocka_unit_test(test_messages_round_trip),

@@ -95,6 +95,26 @@ else
     fail "coord: iteration $AT never logged"; finish_job
 fi
 
+# ---- two at once, the coordinator one of them ------------------------------------------
+# The next coordinator starts its first checkpoint (draining the other) as
+# soon as it committed; that BEGIN and LEAVE may overtake the old
+# coordinator's COMMIT at the others, who keep them for after it.
+start pair
+if at_iter $AT; then
+    kill -TERM "$(pid_of 0)" "$(pid_of 3)"
+    finish_job
+    check "pair: exit code 0 (got $RC)" [ "$RC" = 0 ]
+    check "pair: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+    for r in 0 3; do
+        check "pair: rank $r exited 0 after its drain" \
+            sh -c "grep -qs '\"ev\":\"drain_exit\"' '$DIR/ev.$r.jsonl' && grep -qs '\"ev\":\"exit\",\"code\":0' '$DIR/ev.$r.jsonl'"
+    done
+    check "pair: no failure declared" none '"ev":"failure"'
+    check "pair: nobody rolled back" none '"ev":"rollback"'
+else
+    fail "pair: iteration $AT never logged"; finish_job
+fi
+
 # ---- phx drain RANK --------------------------------------------------------------------
 start cmd
 if at_iter $AT; then
