@@ -33,7 +33,14 @@
  *     whenever that coordinator changes (it died, or it drained itself:
  *     rank 0's role passes to the lowest surviving rank), so a request
  *     survives the coordinator;
- *   - the coordinator may itself leave: the plan names it like any rank.
+ *   - the coordinator may itself leave: the plan names it like any rank;
+ *     the next coordinator may plan the next drain before every member
+ *     heard the old one's COMMIT (another link), so a member keeps one
+ *     plan of the following membership beside its pending one (on_leave)
+ *     and takes it up at that commit; the glue keeps that checkpoint's
+ *     BEGIN the same way;
+ *   - a leaver repeats its request now and then (retry) until it left: a
+ *     request sent before the link was up is not lost for good.
  *
  * Events return actions in an output list the caller owns and carries out
  * in order. No sockets, threads or clock. Threading: one thread (the comm
