@@ -74,6 +74,13 @@ static const opt_t opts[] = {
     O("recovery-helpers", OPT_INT, recovery_helpers, "0",
       "survivors that take a lost node's tasks: its buddy and the next P-1 live ranks (0: every live rank)",
       "a whole number of nodes >= 0 (0: every live rank), e.g. 2"),
+    /* Default term: the schedulers and container runtimes that stop a node
+     * send SIGTERM first and wait (Slurm KillWait, Kubernetes' grace
+     * period, docker stop), and a drain in that time loses no work;
+     * without a recovery mode that drains, SIGTERM stops the node as off. */
+    OX("drain-on", OPT_STR, drain_on, "term", "SIGTERM (and phx drain) hands this node's tasks to the others at the "
+       "next checkpoint and exits 0 (recovery=cr); off: SIGTERM stops the node, its loss is recovered as a crash",
+       "term or off", 0, 0, "term|off"),
     O("keep-going", OPT_BOOL, keep_going, "0",
       "after a failure that no recovery mode covers and no phx_on_failure handles, let the survivors finish "
       "their work (0: end the job at once; either way it exits 76, work lost)", NULL),
@@ -351,6 +358,7 @@ static void derive_modes(phx_config_t *cfg)
     cfg->restart_mode = !strcmp(ro, "survivors") ? PHX_RESTART_SURVIVORS
                       : !strcmp(ro, "spare") ? PHX_RESTART_SPARE
                       : !strcmp(ro, "respawn") ? PHX_RESTART_RESPAWN : PHX_RESTART_UNKNOWN;
+    cfg->drain_term = strcmp(cfg->drain_on, "off") != 0;
     int none = !strcmp(td, "none");
     if (cfg->rec_family == PHX_REC_CR || cfg->rec_family == PHX_REC_MLOG) {
         int cr = cfg->rec_family == PHX_REC_CR;

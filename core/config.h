@@ -65,12 +65,14 @@ typedef struct phx_config {
     char restart[512];               /* restart from the disk checkpoint in this dir */
     int metrics_port;                /* /metrics on this + rank (0: off) */
     int keep_going;                  /* an uncovered failure: survivors finish first (0: end at once) */
+    char drain_on[8];                /* term|off: what SIGTERM does under a mode that drains */
     /* Derived by phx_config_load from the names above, the one place mode
      * names are compared; the runtime tests these (and a recovery mode's
      * variant is its ops table, core/recovery.h). */
     enum phx_rec_family rec_family;
     enum phx_restart_on restart_mode;
     enum phx_td_mode td_mode;        /* the detector that runs, after the recovery mode's say */
+    int drain_term;                  /* drain-on=term */
 } phx_config_t;
 
 /* Parses argv (removing --phx-* flags in place; *argc updated), the

@@ -257,6 +257,9 @@ static void dispatch(cr_t *c, int peer, uint32_t tag, uint64_t id, const uint8_t
     case CK_DISK:
         cr_on_disk_ok(c, peer, id);
         break;
+    case CR_DRAIN:
+        cr_drain_ctl(c, peer, id, p, len);
+        break;
     case RB_ABORT: {
         phx_ck_abort_t a;
         if (phx_ck_abort_dec(p, len, &a))
@@ -367,7 +370,8 @@ static int cr_init(phx_node_t *n, void **out)
                          phx_recovery_rejoining(n), &c->rj.m) ||
         phx_ck_cm_create(n->size, n->rank, &c->cm) || phx_ck_rec_create(n->size, n->rank, &c->rec) ||
         phx_ck_filter_init(&c->filt, n->size) || phx_ck_store_init(&c->store, c->nhome, c->nloc) ||
-        phx_ck_quiet_init(&c->probe.quiet, n->size, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_timeout_ms)) {
+        phx_ck_quiet_init(&c->probe.quiet, n->size, (uint64_t)n->cfg.hb_period_ms, (uint64_t)n->cfg.hb_timeout_ms) ||
+        cr_drain_init(c)) {
         free(host);
         return PHX_ENOMEM;
     }
@@ -395,9 +399,10 @@ static int cr_init(phx_node_t *n, void **out)
         c->die_epoch = de;
         c->die_point = !strcmp(pt, "stored") ? DIE_STORED : !strcmp(pt, "rollback") ? DIE_ROLLBACK
                      : !strcmp(pt, "rejoin") ? DIE_REJOIN : !strcmp(pt, "shipped") ? DIE_SHIPPED
-                     : !strcmp(pt, "moved") ? DIE_MOVED : !strcmp(pt, "commit") ? DIE_COMMIT : DIE_NONE;
+                     : !strcmp(pt, "moved") ? DIE_MOVED : !strcmp(pt, "commit") ? DIE_COMMIT
+                     : !strcmp(pt, "drain") ? DIE_DRAIN : DIE_NONE;
         if (c->die_point == DIE_NONE) {
-            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback|rejoin|shipped|moved|commit)\n",
+            fprintf(stderr, "phalanx: PHX_CKPT_DIE: unknown point '%s' (stored|rollback|rejoin|shipped|moved|commit|drain)\n",
                     pt);
             return PHX_EINVAL;
         }
@@ -497,6 +502,7 @@ static void cr_stop(void *st)
     uv_close((uv_handle_t *)&c->rj.timer, closed);
     uv_timer_stop(&c->probe.timer);
     uv_close((uv_handle_t *)&c->probe.timer, closed);
+    cr_drain_stop(c);
     uv_close((uv_handle_t *)&c->pause.async, closed);
     /* Paused workers leave for good: they must reach their STOP message. */
     pthread_mutex_lock(&c->pause.mu);
@@ -524,6 +530,7 @@ static void cr_destroy(void *st)
     phx_ck_rj_destroy(c->rj.m);
     c->rj.m = NULL;   /* cr_mig_reset below */
     phx_ck_quiet_free(&c->probe.quiet);
+    cr_drain_free(c);
     if (c->n->loc == c->loc)
         c->n->loc = NULL;
     free(c->ring);
@@ -564,6 +571,7 @@ const phx_recovery_ops_t phx_recovery_cr = {
     .on_failure = cr_ck_failure,
     .on_peer_up = cr_on_peer_up,
     .on_checkpoint = cr_on_checkpoint,
+    .drain = cr_drain_request,
     .worker_pause = cr_worker_pause,
     .stop = cr_stop,
     .destroy = cr_destroy,

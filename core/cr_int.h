@@ -11,6 +11,8 @@
  *   cr_recover.c  the recovery round's glue (its state machine:
  *                 ft/ckpt/recover.h): judgement, relocation, restores;
  *   cr_rejoin.c   restart-on=respawn: a new incarnation taken back in;
+ *   cr_drain.c    a node told to stop hands its slices over at a cut and
+ *                 leaves (its machine: ft/ckpt/drain.h);
  *   ckpt_disk.c   the checkpoint files.
  * The decisions are ft/ckpt's. Comm thread unless stated otherwise. */
 #ifndef PHX_CORE_CR_INT_H
@@ -39,6 +41,12 @@ enum {
 };
 
 enum phase { PH_IDLE, PH_CK, PH_REC };
+
+/* The drain's control tag (cr_drain.c): past the tags message logging
+ * takes from PHX_CTRL_CR_LAST + 1 (core/mlog_int.h), inside the recovery
+ * range. */
+enum { CR_DRAIN = PHX_CTRL_REC_LAST - 1 };
+typedef struct cr_drain cr_drain_t;
 
 /* A blob whose chunks the transport still references (zero-copy sends):
  * the store must neither reuse nor free it until the last one is released,
@@ -162,7 +170,8 @@ typedef struct cr {
     /* Fault injection for tests (PHX_CKPT_DIE=RANK:EPOCH:POINT): this rank
      * raises SIGKILL at a protocol point, so a kill lands there by
      * construction; for rejoin, shipped and moved EPOCH is the
-     * incarnation that dies. */
+     * incarnation that dies; drain: when it stores its copy of a
+     * checkpoint that carries a drain (EPOCH unused). */
     int die_point;              /* DIE_* */
     uint64_t die_epoch;
     cr_disk_t disk;
@@ -190,9 +199,10 @@ typedef struct cr {
     int enc_to;
     int ck_hold, ck_deferred;   /* phx_cr_hold; a checkpoint asked for meanwhile */
     cr_probe_t probe;
+    cr_drain_t *dr;             /* the drain (cr_drain.c) */
 } cr_t;
 
-enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN, DIE_SHIPPED, DIE_MOVED, DIE_COMMIT };
+enum { DIE_NONE, DIE_STORED, DIE_ROLLBACK, DIE_REJOIN, DIE_SHIPPED, DIE_MOVED, DIE_COMMIT, DIE_DRAIN };
 
 enum { BK_TX = 1, BK_RX = 2 };
 
@@ -281,5 +291,19 @@ void cr_on_rj_timer(uv_timer_t *t);
 void cr_on_join(cr_t *c, int peer, uint64_t x, const uint8_t *p, size_t len);
 int cr_take_in(cr_t *c, const phx_ck_eset_t *m);
 void cr_join_at_commit(cr_t *c, uint64_t id, const uint8_t *p, size_t len);
+
+/* cr_drain.c: a node told to stop leaves at a cut */
+int cr_drain_init(cr_t *c);
+void cr_drain_stop(cr_t *c);   /* closes its handle (cr_stop) */
+void cr_drain_free(cr_t *c);
+int cr_drain_request(void *st, int why);
+void cr_drain_ctl(cr_t *c, int peer, uint64_t id, const uint8_t *p, size_t len);
+int cr_drain_plan(cr_t *c, uint64_t id, int32_t *b, const int **table);
+int cr_drain_commit(cr_t *c, uint64_t id);
+void cr_drain_failure(cr_t *c, int rank);
+void cr_drain_idle(cr_t *c);
+int cr_drain_defer_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len);
+/* Whether checkpoint id carries a drain plan here. */
+int cr_drain_planned(const cr_t *c, uint64_t id);
 
 #endif

@@ -51,8 +51,14 @@ void cr_begin_checkpoint(cr_t *c)
         return;
     }
     phx_ck_rj_view_t rv = cr_rj_view(c);
-    int home = phx_ck_rj_home_plan(c->rj.m, &rv, c->loc);
-    phx_ck_begin_t bm = { .buddy = b, .loc = home ? phx_ck_rj_home_loc(c->rj.m) : NULL };
+    const int *table = phx_ck_rj_home_plan(c->rj.m, &rv, c->loc) ? phx_ck_rj_home_loc(c->rj.m) : NULL;
+    /* A drain (cr_drain.c) sends its plan now, before this BEGIN. */
+    if (cr_drain_plan(c, phx_ck_id((uint32_t)c->ndead, (uint32_t)e), b, &table) < 0) {
+        free(buf);
+        free(b);
+        return;
+    }
+    phx_ck_begin_t bm = { .buddy = b, .loc = table };
     long len = phx_ck_begin_enc(&bm, c->size, c->nloc, buf, cap);
     phx_ck_cm_out_t out = { 0 };
     uint64_t id = phx_ck_cm_start(c->cm, e, c->ndead, &out);
@@ -65,6 +71,8 @@ void cr_begin_checkpoint(cr_t *c)
 void cr_on_begin(cr_t *c, uint64_t id, const uint8_t *p, size_t len)
 {
     phx_ck_begin_t m;
+    if (c->phase == PH_CK && cr_drain_defer_begin(c, id, p, len))
+        return;   /* the next coordinator's, after a drain not committed here yet */
     if (c->phase != PH_IDLE || phx_ck_begin_dec(p, len, c->size, c->nloc, &m))
         return;   /* a failure is being handled */
     int bad = -1;
@@ -237,6 +245,8 @@ static void ck_stored(cr_t *c, uint64_t e)
               (unsigned long long)c->probe.queued);
     if (c->die_point == DIE_STORED && c->die_epoch == e)
         raise(SIGKILL);   /* test: between the local store and the commit */
+    if (c->die_point == DIE_DRAIN && cr_drain_planned(c, phx_ck_cm_id(c->cm)))
+        raise(SIGKILL);   /* test: a failure racing a drain (EPOCH unused) */
 }
 
 static void ck_commit(cr_t *c, uint64_t e, const uint8_t *p, size_t len);
@@ -286,12 +296,16 @@ static void act(cr_t *c, const phx_ck_cm_out_t *o, const ck_ctx_t *x)
 int cr_ck_failure(void *st, int rank)
 {
     cr_t *c = st;
-    if (rank >= 0 && rank < c->size && !c->dead[rank]) {
+    int fresh = rank >= 0 && rank < c->size && !c->dead[rank];
+    if (fresh) {
         phx_ck_cm_out_t out = { 0 };
         phx_ck_cm_on_failure(c->cm, rank, &out);
         act(c, &out, NULL);
     }
-    return cr_on_failure(st, rank);
+    int rc = cr_on_failure(st, rank);
+    if (fresh)
+        cr_drain_failure(c, rank);   /* the plan goes; a leaver asks its new coordinator */
+    return rc;
 }
 
 /* Coordinator: a probe when every live rank last said it was idle. */
@@ -374,6 +388,8 @@ static void ck_commit(cr_t *c, uint64_t e, const uint8_t *p, size_t len)
     PHX_INFO("ckpt", "epoch %llu committed (%zu bytes here, %.1f ms)", (unsigned long long)e, c->ck_bytes, ms);
     c->phase = PH_IDLE;
     c->pr = 0;
+    if (cr_drain_commit(c, phx_ck_cm_id(c->cm)))
+        return;   /* this node drained and is leaving */
     if (c->lis)
         c->lis(c->lis_arg, PHX_CR_COMMIT, e);
     if (c->lis && joins)
@@ -382,6 +398,7 @@ static void ck_commit(cr_t *c, uint64_t e, const uint8_t *p, size_t len)
     cr_write_disk(c, e);
     if (joins)
         cr_begin_checkpoint(c);   /* the newcomers' slices go home at once (home_table) */
+    cr_drain_idle(c);   /* a drain asked for during this checkpoint starts now */
 }
 
 /* Coordinator: every live rank wrote its file of e: the manifest makes the

@@ -10,6 +10,7 @@
 #include "core/node.h"
 #include "core/eventlog.h"
 #include "core/lifeline.h"
+#include "core/recovery.h"
 #include "base/phx_err.h"
 #include "base/phx_log.h"
 
@@ -51,6 +52,12 @@ static void on_signal(uv_signal_t *s, int sig)
         fprintf(stderr, "phalanx: rank %d: signal %d while stopping; exiting now\n", n->rank, sig);
         _exit(128 + sig);
     }
+    /* SIGTERM is how schedulers and container runtimes ask a node to go
+     * (SIGKILL follows after a grace): with drain-on=term the recovery
+     * mode hands its work over and ends the node itself (exit 0). The
+     * launcher stops a whole job with SIGINT, which never drains. */
+    if (sig == SIGTERM && n->cfg.drain_term && phx_recovery_drain(n, 1) == 0)
+        return;
     PHX_INFO("node", "signal %d: stopping", sig);
     stop_bounded(n, 128 + sig);
 }

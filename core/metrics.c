@@ -88,6 +88,9 @@ static mdef_t defs[PHX_METRICS_MAX] = {
     [PHX_M_REJ_STALE] = { "phx_frames_rejected_total", "counter", NULL, "reason=\"stale_incarnation\"" },
     [PHX_M_LOG_SUPPRESSED] = { "phx_log_lines_suppressed_total", "counter",
                                "log lines not printed by the rate limit (base/phx_log.h)", NULL },
+    [PHX_M_DRAINS] = { "phx_drains_total", "counter",
+                       "ranks that left by a drain (handed their tasks over at a checkpoint), as applied here",
+                       NULL },
 };
 
 /* Histograms: one family per name; the phases share one with a label. */

@@ -123,6 +123,16 @@ void phx_recovery_on_peer_up(phx_node_t *n, int peer, uint32_t inc)
         n->rec->on_peer_up(n->rec_st, peer, inc);
 }
 
+int phx_recovery_drain(phx_node_t *n, int why)
+{
+    if (live(n) && n->rec->drain)
+        return n->rec->drain(n->rec_st, why);
+    if (live(n))
+        PHX_WARN("recovery", "recovery=%s drains no node: stopping as before; the others recover this node's "
+                             "loss as a crash", n->rec->name);
+    return PHX_ENOTSUP;
+}
+
 int phx_recovery_incarnation(int rank, uint32_t *inc)
 {
     const char *v = getenv("PHX_INCARNATION"), *pat = getenv("PHX_INCARNATION_FILE");

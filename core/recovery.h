@@ -66,6 +66,11 @@ typedef struct phx_recovery_ops {
      * Called through phx_node_rec_hooks (core/node.h), like the worker
      * hooks below. */
     void (*worker_pause)(void *st, phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt);
+    /* This node was told to stop (why: 1 SIGTERM, 2 `phx drain`) and
+     * config drain-on=term: 0 when the mode drains it (hands its work over
+     * and ends the node with 0 itself), else a negative code after saying
+     * why (the node then stops as before). Optional: without it, no drain. */
+    int (*drain)(void *st, int why);
     /* The transport (re)accepted peer with incarnation inc: a rank that
      * rejoins after being declared dead comes through here. Optional. */
     void (*on_peer_up)(void *st, int peer, uint32_t inc);
@@ -116,6 +121,8 @@ int phx_recovery_on_deliver(phx_node_t *n, int peer, const phx_frame_hdr_t *h);
 int phx_recovery_on_ctrl(phx_node_t *n, int peer, const phx_frame_hdr_t *h, const uint8_t *payload);
 int phx_recovery_on_failure(phx_node_t *n, int rank);
 void phx_recovery_on_peer_up(phx_node_t *n, int peer, uint32_t inc);
+/* Asks the mode to drain this node (ops.drain); PHX_ENOTSUP without one. */
+int phx_recovery_drain(phx_node_t *n, int why);
 /* This process is a new incarnation of a rank that must rejoin a running
  * job (recovery=cr or mlog-*, restart-on=respawn, PHX_INCARNATION > 0): it neither
  * starts the detector nor the job at all-up; the recovery round does. */

@@ -168,6 +168,7 @@ int phx_ck_rj_joining(const phx_ck_rj_t *m) { return m->joining; }
 int phx_ck_rj_fresh(const phx_ck_rj_t *m, int r) { return r >= 0 && r < m->n && m->fresh[r]; }
 uint32_t phx_ck_rj_connected(const phx_ck_rj_t *m, int x) { return x >= 0 && x < m->n ? m->inc[x] : 0; }
 uint16_t phx_ck_rj_view_of(const phx_ck_rj_t *m) { return m->view; }
+uint16_t phx_ck_rj_next_view(phx_ck_rj_t *m) { return ++m->view; }
 const int *phx_ck_rj_loc(const phx_ck_rj_t *m) { return m->loc; }
 const int *phx_ck_rj_buddy(const phx_ck_rj_t *m) { return m->buddy; }
 const uint32_t *phx_ck_rj_taken(const phx_ck_rj_t *m) { return m->taken; }

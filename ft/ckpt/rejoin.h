@@ -137,6 +137,9 @@ int phx_ck_rj_waits(const phx_ck_rj_t *m, const uint8_t *dead);
 uint32_t phx_ck_rj_ready_inc(const phx_ck_rj_t *m, int x, const uint8_t *dead);
 /* The detector view the last take-in set (the next join tail names +1). */
 uint16_t phx_ck_rj_view_of(const phx_ck_rj_t *m);
+/* A clean leave (a drain) at a commit every member passes: the next view,
+ * counted here as a take-in's is, so the two never reuse a number. */
+uint16_t phx_ck_rj_next_view(phx_ck_rj_t *m);
 /* The tables the last take-in carried (nloc, n), and the incarnations it
  * took in (n, 0: none). */
 const int *phx_ck_rj_loc(const phx_ck_rj_t *m);

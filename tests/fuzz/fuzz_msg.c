@@ -21,6 +21,7 @@
 #include "base/phx_wire.h"
 #include "core/ctl_msg.h"
 #include "ft/ckpt/ckpt_msg.h"
+#include "ft/ckpt/drain.h"
 #include "ft/era/era.h"
 #include "ft/era/group.h"
 #include "ft/hb/hb.h"
@@ -145,6 +146,36 @@ static void fz_td(uint8_t param, const uint8_t *p, size_t n)
 
 /* ---- recovery=cr control messages ------------------------------------------ */
 
+/* CR_DRAIN bodies (ft/ckpt/drain.h): each decoder's accepted input
+ * re-encodes to itself, and feeds a drain machine (rank 0 of size, the
+ * coordinator, idle) as a message from rank 1. */
+static void fz_drain(int size, uint64_t id, const uint8_t *b, size_t len)
+{
+    phx_ck_dr_t *m;
+    if (phx_ck_dr_create(size, 0, &m))
+        abort();
+    uint8_t dead[16] = { 0 }, lv[16] = { 0 }, o[128];
+    phx_ck_dr_view_t v = { .dead = dead, .coord = 0, .idle = 1, .round = (uint32_t)(id >> 32) };
+    phx_ck_dr_out_t out = { 0 };
+    phx_ck_dr_req_t q;
+    if (!phx_ck_dr_req_dec(b, len, &q)) {
+        phx_ck_dr_req_enc(o, &q);
+        CHECK(len == PHX_CK_DR_REQ_LEN && !memcmp(o, b, len));
+        CHECK(phx_ck_dr_kind(b, len) == PHX_CK_DR_M_REQ);
+        phx_ck_dr_on_req(m, &v, size > 1 ? 1 : 0, &out);
+        CHECK(out.n <= 1 && (!out.n || out.a[0].kind == PHX_CK_DR_START));
+    }
+    phx_ck_dr_leave_t l;
+    if (!phx_ck_dr_leave_dec(b, len, size, &l)) {
+        for (size_t i = 0; i < l.ranks.n; i++)
+            lv[phx_wire_a32_i32(l.ranks, i)] = 1;
+        CHECK(phx_ck_dr_leave_enc(lv, size, o, sizeof o) == (long)len && !memcmp(o, b, len));
+        phx_ck_dr_on_leave(m, &v, id, lv);
+        phx_ck_dr_on_commit(m, id, &out);
+    }
+    phx_ck_dr_destroy(m);
+}
+
 static void fz_ckctl(uint8_t param, const uint8_t *p, size_t n)
 {
     int size = 1 + param % 9, nloc = size * (1 + (param >> 4) % 3);
@@ -187,6 +218,7 @@ static void fz_ckctl(uint8_t param, const uint8_t *p, size_t n)
         phx_ck_abort_enc(o, &ab);
         CHECK(len == sizeof o && !memcmp(o, b, len));
     }
+    fz_drain(size, m.arg, b, len);
     int buddy[16], loc[48];
     uint32_t incs[16];
     uint8_t o[512];

@@ -9,6 +9,7 @@
 #include "base/phx_wire.h"
 #include "core/ctl_msg.h"
 #include "ft/ckpt/ckpt_msg.h"
+#include "ft/ckpt/drain.h"
 #include "ft/era/era.h"
 #include "ft/era/group.h"
 #include "ft/hb/hb.h"
@@ -255,6 +256,11 @@ static void seeds_ckctl(emit_fn emit, void *ctx)
     ctl_put(emit, ctx, param, 3, b, PHX_CK_JOIN_LEN);
     phx_ck_abort_enc(b, &(phx_ck_abort_t){ 1, 2 });
     ctl_put(emit, ctx, param, 3, b, PHX_CK_ABORT_LEN);
+    phx_ck_dr_req_enc(b, &(phx_ck_dr_req_t){ .rank = 1, .why = PHX_CK_DR_WHY_TERM });
+    ctl_put(emit, ctx, param, 0, b, PHX_CK_DR_REQ_LEN);
+    uint8_t lv[N] = { 0, 1, 0, 1 };
+    long dl = phx_ck_dr_leave_enc(lv, N, b, sizeof b);
+    ctl_put(emit, ctx, param, id, b, (size_t)dl);
     int buddy[N] = { 1, 2, 3, 0 }, loc[NLOC] = { 0, 1, 2, 3, 0, 1, 2, 3 };
     long n = phx_ck_begin_enc(&(phx_ck_begin_t){ .buddy = buddy }, N, NLOC, b, sizeof b);
     ctl_put(emit, ctx, param, id, b, (size_t)n);

@@ -204,7 +204,8 @@ static void write_json(FILE *f, double now)
         phx_jd_rank_t *r = &V.r[i];
         fprintf(f, "%s{\"rank\":%d,\"host\":", i ? "," : "", i);
         json_str(f, r->host);
-        fprintf(f, ",\"pid\":%d,\"incarnation\":%u,\"state\":\"%s\"", (int)r->pid, r->inc, state_name(r->state));
+        fprintf(f, ",\"local\":%d,\"pid\":%d,\"incarnation\":%u,\"state\":\"%s\"", r->local, (int)r->pid, r->inc,
+                state_name(r->state));
         if (r->state == PHX_JD_KILLED)
             fprintf(f, ",\"signal\":%d", r->code);
         else if (r->state == PHX_JD_EXITED)
@@ -375,6 +376,48 @@ static int cat(const char *path)
     return 0;
 }
 
+/* The job directory JOB names (a launcher pid or a directory; NULL: the
+ * running job started last), malloc'd, and the launcher's pid; NULL after
+ * saying why (cmd names the command). *bad: 2 for a usage error. */
+static char *job_dir(const char *job, long *pidp, const char *cmd, int *bad)
+{
+    char *base = base_dir(0), *jd = NULL;
+    long pid = 0;
+    *bad = 1;
+    if (!base) {
+        fprintf(stderr, "phx: %s: out of memory\n", cmd);
+        return NULL;
+    }
+    if (job && strchr(job, '/')) {
+        jd = strdup(job);
+        const char *s = strrchr(job, '/');
+        pid = strtol(s[1] ? s + 1 : job, NULL, 10);
+    } else if (job) {
+        char *end;
+        pid = strtol(job, &end, 10);
+        if (*end || pid <= 0) {
+            fprintf(stderr, "phx: %s: JOB is a launcher pid or a job directory, got '%s'\n", cmd, job);
+            free(base);
+            *bad = 2;
+            return NULL;
+        }
+        if (asprintf(&jd, "%s/%ld", base, pid) < 0)
+            jd = NULL;
+    } else {
+        pid = latest(base);
+        if (!pid) {
+            fprintf(stderr, "phx: %s: no running job found in %s\n", cmd, base);
+            free(base);
+            return NULL;
+        }
+        if (asprintf(&jd, "%s/%ld", base, pid) < 0)
+            jd = NULL;
+    }
+    free(base);
+    *pidp = pid;
+    return jd;
+}
+
 int phx_status_cmd(int argc, char **argv)
 {
     int json = 0;
@@ -393,44 +436,111 @@ int phx_status_cmd(int argc, char **argv)
         } else
             job = argv[i];
     }
-    char *base = base_dir(0), *jd = NULL;
-    if (!base) {
-        fprintf(stderr, "phx: status: out of memory\n");
-        return 1;
-    }
     long pid = 0;
-    if (job && strchr(job, '/')) {
-        jd = strdup(job);
-        const char *s = strrchr(job, '/');
-        pid = strtol(s[1] ? s + 1 : job, NULL, 10);
-    } else if (job) {
-        char *end;
-        pid = strtol(job, &end, 10);
-        if (*end || pid <= 0) {
-            fprintf(stderr, "phx: status: JOB is a launcher pid or a job directory, got '%s'\n", job);
-            free(base);
-            return 2;
-        }
-        if (asprintf(&jd, "%s/%ld", base, pid) < 0)
-            jd = NULL;
-    } else {
-        pid = latest(base);
-        if (!pid) {
-            fprintf(stderr, "phx: status: no running job found in %s\n", base);
-            free(base);
-            return 1;
-        }
-        if (asprintf(&jd, "%s/%ld", base, pid) < 0)
-            jd = NULL;
-    }
-    free(base);
+    int bad;
+    char *jd = job_dir(job, &pid, "status", &bad);
+    if (!jd)
+        return bad;
     char *path = NULL;
     int rc = 1;
-    if (jd && asprintf(&path, "%s/%s", jd, json ? "state.json" : "status.txt") >= 0) {
+    if (asprintf(&path, "%s/%s", jd, json ? "state.json" : "status.txt") >= 0) {
         if (cat(path) == 0)
             rc = 0;
         else
             fprintf(stderr, "phx: status: no job at %s%s\n", jd, pid && !alive(pid) ? " (its launcher is gone)" : "");
+    }
+    free(path);
+    free(jd);
+    return rc;
+}
+
+/* ---- phx drain -------------------------------------------------------------- */
+
+/* The value after "key": in the rank's object s (up to its closing brace):
+ * a number, or a string copied into str. 0, or -1 if absent. */
+static int rank_field(const char *s, const char *key, long *num, char *str, size_t cap)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *end = strchr(s, '}'), *p = strstr(s, pat);
+    if (!p || (end && p > end))
+        return -1;
+    p += strlen(pat);
+    if (*p == '"') {
+        const char *q = strchr(p + 1, '"');
+        if (!q || !str)
+            return -1;
+        size_t n = (size_t)(q - p - 1) < cap - 1 ? (size_t)(q - p - 1) : cap - 1;
+        memcpy(str, p + 1, n);
+        str[n] = 0;
+        return 0;
+    }
+    if (!num)
+        return -1;
+    *num = strtol(p, NULL, 10);
+    return 0;
+}
+
+/* `phx drain RANK [JOB]`: SIGTERM to that rank's node, which (drain-on=term,
+ * recovery=cr) hands its tasks to the others at the next checkpoint and
+ * exits 0; the job goes on without it. */
+int phx_drain_cmd(int argc, char **argv)
+{
+    const char *job = NULL, *rs = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: phx drain RANK [JOB]\n"
+                   "  asks rank RANK of a running job to leave: its node hands its tasks to the others at\n"
+                   "  the next checkpoint and exits 0 (recovery=cr, drain-on=term; otherwise the node\n"
+                   "  stops as on SIGTERM and its loss is recovered as a crash)\n"
+                   "  JOB: the launcher's pid or its job directory; default: the running job started last\n");
+            return 0;
+        } else if (argv[i][0] == '-' || (rs && job)) {
+            fprintf(stderr, "phx: drain: unexpected argument '%s'\nusage: phx drain RANK [JOB]\n", argv[i]);
+            return 2;
+        } else if (!rs)
+            rs = argv[i];
+        else
+            job = argv[i];
+    }
+    char *end;
+    long rank = rs ? strtol(rs, &end, 10) : -1;
+    if (!rs || *end || rank < 0) {
+        fprintf(stderr, "phx: drain: RANK is a rank number\nusage: phx drain RANK [JOB]\n");
+        return 2;
+    }
+    long pid = 0;
+    int bad;
+    char *jd = job_dir(job, &pid, "drain", &bad);
+    if (!jd)
+        return bad;
+    char *path = NULL, buf[1 << 16];
+    size_t n = 0;
+    FILE *f = asprintf(&path, "%s/state.json", jd) >= 0 ? fopen(path, "re") : NULL;
+    if (f) {
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+    }
+    buf[n] = 0;
+    int rc = 1;
+    char pat[40], host[256] = "", state[32] = "";
+    snprintf(pat, sizeof pat, "{\"rank\":%ld,", rank);
+    const char *r = n ? strstr(buf, pat) : NULL;
+    long local = 1, npid = 0;
+    if (!n) {
+        fprintf(stderr, "phx: drain: no job at %s%s\n", jd, pid && !alive(pid) ? " (its launcher is gone)" : "");
+    } else if (!r || rank_field(r, "pid", &npid, NULL, 0) || rank_field(r, "state", NULL, state, sizeof state)) {
+        fprintf(stderr, "phx: drain: the job at %s has no rank %ld\n", jd, rank);
+    } else if (rank_field(r, "host", NULL, host, sizeof host), rank_field(r, "local", &local, NULL, 0), strcmp(state, "up")) {
+        fprintf(stderr, "phx: drain: rank %ld is not running (%s)\n", rank, state);
+    } else if (!local) {
+        fprintf(stderr, "phx: drain: rank %ld runs on %s, not on this host: send it SIGTERM there "
+                        "(its pid there is in 'phx status --json')\n", rank, host);
+    } else if (npid <= 1 || kill((pid_t)npid, SIGTERM) < 0) {
+        fprintf(stderr, "phx: drain: cannot signal rank %ld (pid %ld): %s\n", rank, npid, strerror(errno));
+    } else {
+        printf("phx: drain: asked rank %ld (pid %ld) to hand its tasks over and leave\n", rank, npid);
+        rc = 0;
     }
     free(path);
     free(jd);

@@ -76,6 +76,9 @@ void phx_jobdir_close(void);
 
 /* `phx status [--json] [JOB]`: returns the exit status. */
 int phx_status_cmd(int argc, char **argv);
+/* `phx drain RANK [JOB]`: SIGTERM to a local rank's node (found in the job
+ * directory's state.json), which drains under drain-on=term. */
+int phx_drain_cmd(int argc, char **argv);
 
 double phx_jobdir_now(void);   /* CLOCK_MONOTONIC seconds */
 

@@ -28,6 +28,7 @@ static void usage(FILE *fp)
     fprintf(fp,
         "usage: phx run [options] [--] PROGRAM [ARGS...]\n"
         "       phx status [--json] [JOB]   (a running job, from another shell)\n"
+        "       phx drain RANK [JOB]        (that rank hands its tasks over and leaves)\n"
         "       phx version | phx --help\n"
         "\n"
         "options for run:\n"
@@ -479,6 +480,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "status"))
         return phx_status_cmd(argc - 1, argv + 1);
+    if (!strcmp(cmd, "drain"))
+        return phx_drain_cmd(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("phx %s\n", PHX_VERSION);
         return 0;

@@ -190,6 +190,13 @@ static void signal_all(run_t *R, int sig)
             kill(R->p[i].pid, sig);   /* not yet a group leader (setpgid race) */
 }
 
+/* The signal that stops a node of this job. A node with fault tolerance
+ * takes SIGTERM as a request to drain (drain-on=term: hand its tasks to
+ * the others and leave); stopping the whole job must not make every node
+ * drain into nobody, so such nodes get SIGINT, which only stops. Other
+ * programs get SIGTERM, as from any launcher. */
+static int stop_signal(const run_t *R) { return R->job->ft || R->node_ft ? SIGINT : SIGTERM; }
+
 static void teardown(run_t *R, int why, int sig)
 {
     if (R->why != WHY_NONE)
@@ -199,7 +206,7 @@ static void teardown(run_t *R, int why, int sig)
     R->settle_at = 0;
     if (R->nalive == 0)
         return;
-    signal_all(R, SIGTERM);
+    signal_all(R, stop_signal(R));
     R->kill_at = now_s() + R->job->grace;
 }
 
@@ -207,8 +214,8 @@ static void kill_stragglers(run_t *R)
 {
     for (int i = 0; i < R->n; i++)
         if (R->p[i].alive)
-            fprintf(stderr, "phx: rank %d (pid %d) still running after SIGTERM; sending SIGKILL\n",
-                    R->p[i].rank, (int)R->p[i].pid);
+            fprintf(stderr, "phx: rank %d (pid %d) still running after SIG%s; sending SIGKILL\n",
+                    R->p[i].rank, (int)R->p[i].pid, signame(stop_signal(R)));
     signal_all(R, SIGKILL);
     R->kill_at = 0;
 }
@@ -548,8 +555,9 @@ static int spawn(run_t *R, proc_t *p)
         /* A node, or the local ssh of a remote one, dies with phx (phx is
          * single-threaded, so "the parent thread" is phx itself); the
          * stdin lifeline covers the remote side and programs that block
-         * SIGTERM. */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != me)
+         * SIGTERM. A node with fault tolerance gets SIGINT: SIGTERM would
+         * ask it to drain (stop_signal). */
+        if (prctl(PR_SET_PDEATHSIG, stop_signal(R)) < 0 || getppid() != me)
             _exit(127);   /* phx died before we could tie us to it */
         if (dup2(life[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
             _exit(127);

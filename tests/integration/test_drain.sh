@@ -1,0 +1,217 @@
+#!/bin/bash
+# Drain under recovery=cr on 6 loopback nodes, 2 workers each: apps/jacobi
+# with a checkpoint every 100 iterations. A node told to stop (SIGTERM with
+# drain-on=term, the default, or `phx drain RANK`) hands its slices to the
+# survivors at the next checkpoint's cut and exits 0; the job goes on and
+# prints the sequential reference checksum (jacobi --seq) bit for bit, with
+# no failure declared, no rollback and no recovery round in any event log.
+# Then: a drain whose grace runs out (PHX_DRAIN_HOLD keeps the request from
+# leaving the node, SIGKILL follows) is an ordinary failure, recovered;
+# drain-on=off keeps SIGTERM a crash; the coordinator (rank 0) drains;
+# cancelling the whole job (phx run gets SIGTERM) still stops it at once,
+# without any drain; SIGTERM to every node at once ends the job, saying so.
+# Signals land by construction: the test waits for the main task's
+# jacobi_iter line in the JSON event log (or the leaver's drain_held line)
+# before sending them.
+# Usage: test_drain.sh BINDIR
+set -u
+BIN=$1
+. "$(dirname "$0")/lib.sh"
+PHX=$BIN/phx
+N=6
+HB=${PHX_HB_TIMEOUT:-1000}
+export PHX_HB_TIMEOUT=$HB PHX_WORKERS=2
+unset PHX_HB_PERIOD PHX_TD PHX_CKPT_DIE PHX_DRAIN_HOLD PHX_DRAIN_ON
+ARGS="-N 256 -i 3000 -c 100"
+AT=300
+JOB_TIMEOUT=$((40 + 10 * HB / 1000))
+
+ref=$("$BIN/jacobi" --seq $ARGS -P $N | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p')
+[ -n "$ref" ] || { echo "FAIL - jacobi --seq printed no checksum"; exit 1; }
+echo "reference checksum $ref"
+
+# start NAME [ENV...] [-- PHX-FLAGS...]: launches the job (sets JOBPID, DIR).
+start() {
+    DIR=$TMP/$1; shift
+    mkdir -p "$DIR"
+    envs=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    [ "${1:-}" = "--" ] && shift
+    env "${envs[@]}" timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/jacobi" \
+        --phx-ft=1 --phx-recovery=cr --phx-eventlog="$DIR/ev.%r.jsonl" "$@" $ARGS \
+        >"$DIR/out" 2>"$DIR/err" &
+    JOBPID=$!
+    PIDS="$PIDS $JOBPID"
+}
+pid_of() { awk -v r="$1" '$1 == r { print $2 }' "$DIR/pids"; }
+# at_iter ITER: the main task logged ITER and the pidfile is written.
+at_iter() {
+    wait_for "$JOB_TIMEOUT" logged "\"ev\":\"jacobi_iter\",\"iter\":$1}" &&
+        wait_for 5 test -s "$DIR/pids"
+}
+finish_job() { wait "$JOBPID"; RC=$?; }
+sum_of() { sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' "$DIR/out" | tail -1; }
+none() { ! grep -qs "$1" "$DIR"/ev.*.jsonl; }
+
+# drained NAME RANK: exit 0, the reference, RANK left by a drain at every
+# survivor, exited 0, and nothing was declared, rolled back or redone.
+drained() {
+    check "$1: exit code 0 (got $RC)" [ "$RC" = 0 ]
+    check "$1: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+    check "$1: rank $2 exited 0 after handing its tasks over" \
+        grep -qs '"ev":"exit","code":0' "$DIR/ev.$2.jsonl"
+    check "$1: rank $2 logged its drain" grep -qs '"ev":"drain_exit"' "$DIR/ev.$2.jsonl"
+    check "$1: every survivor applied the drain of rank $2" \
+        [ "$(grep -ls "\"ev\":\"drain_done\",\"rank\":$2," "$DIR"/ev.*.jsonl | wc -l)" = "$N" ]
+    check "$1: rank $2's tasks moved to survivors at the cut" grep -qs "\"ev\":\"migrate_in\",.*\"from\":$2}" "$DIR"/ev.*.jsonl
+    check "$1: no failure declared" none '"ev":"failure"'
+    check "$1: no suspicion" none '"ev":"suspect"'
+    check "$1: nobody rolled back (no work redone)" none '"ev":"rollback"'
+    check "$1: no recovery round" none '"ev":"recovery_done"'
+    check "$1: the launcher saw no signal death" eval '! grep -q "killed by signal\|different codes" "$DIR/err"'
+}
+
+# ---- SIGTERM to rank 3 mid-run ---------------------------------------------------
+start term
+if at_iter $AT; then
+    kill -TERM "$(pid_of 3)"
+    finish_job
+    drained "SIGTERM rank 3" 3
+    check "SIGTERM rank 3: one drain counted per survivor view (drain_plan at the coordinator)" \
+        grep -qs '"ev":"drain_plan",.*"ranks":\[3\]' "$DIR/ev.0.jsonl"
+else
+    fail "term: iteration $AT never logged"; finish_job
+fi
+
+# ---- the coordinator (rank 0, main task) -------------------------------------------
+start coord
+if at_iter $AT; then
+    kill -TERM "$(pid_of 0)"
+    finish_job
+    drained "SIGTERM rank 0 (coordinator)" 0
+    check "coord: rank 1 coordinated the checkpoints after it" \
+        grep -qs '"ev":"ckpt_commit"' "$DIR/ev.1.jsonl"
+else
+    fail "coord: iteration $AT never logged"; finish_job
+fi
+
+# ---- two at once, the coordinator one of them ------------------------------------------
+# The next coordinator starts its first checkpoint (draining the other) as
+# soon as it committed; that BEGIN and LEAVE may overtake the old
+# coordinator's COMMIT at the others, who keep them for after it.
+start pair
+if at_iter $AT; then
+    kill -TERM "$(pid_of 0)" "$(pid_of 3)"
+    finish_job
+    check "pair: exit code 0 (got $RC)" [ "$RC" = 0 ]
+    check "pair: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+    for r in 0 3; do
+        check "pair: rank $r exited 0 after its drain" \
+            sh -c "grep -qs '\"ev\":\"drain_exit\"' '$DIR/ev.$r.jsonl' && grep -qs '\"ev\":\"exit\",\"code\":0' '$DIR/ev.$r.jsonl'"
+    done
+    check "pair: no failure declared" none '"ev":"failure"'
+    check "pair: nobody rolled back" none '"ev":"rollback"'
+else
+    fail "pair: iteration $AT never logged"; finish_job
+fi
+
+# ---- phx drain RANK --------------------------------------------------------------------
+start cmd
+if at_iter $AT; then
+    node=$(pid_of 2)
+    launcher=$(awk '{ print $4 }' "/proc/$node/stat")   # the node's parent: phx run
+    "$PHX" drain 2 "$launcher" >"$DIR/drain.out" 2>&1; drc=$?
+    check "phx drain 2 $launcher: exit 0 ($(cat "$DIR/drain.out"))" [ "$drc" = 0 ]
+    finish_job
+    drained "phx drain 2" 2
+else
+    fail "cmd: iteration $AT never logged"; finish_job
+fi
+"$PHX" drain 2 999999999 >/dev/null 2>&1
+check "phx drain of a job that does not exist: non-zero" [ $? != 0 ]
+
+# ---- the grace runs out: the drain never happens, SIGKILL follows ----------------------
+start grace PHX_DRAIN_HOLD=3
+if at_iter $AT; then
+    kill -TERM "$(pid_of 3)"
+    if wait_for "$JOB_TIMEOUT" grep -qs '"ev":"drain_held"' "$DIR/ev.3.jsonl"; then
+        kill -9 "$(pid_of 3)"
+    else
+        fail "grace: rank 3 never logged its held drain"
+    fi
+    finish_job
+    check "grace: exit code 0 (got $RC)" [ "$RC" = 0 ]
+    check "grace: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+    check "grace: an ordinary recovery ran" grep -qs '"ev":"recovery_done"' "$DIR"/ev.*.jsonl
+    check "grace: no drain was applied" none '"ev":"drain_done"'
+else
+    fail "grace: iteration $AT never logged"; finish_job
+fi
+
+# ---- a failure racing the drain: rank 5 dies storing the drain's checkpoint ----------
+# (PHX_CKPT_DIE=5:0:drain). The checkpoint aborts, everyone rolls back as
+# after any failure (rank 3, still a member, too), and the drain is planned
+# again at the checkpoint the recovery round starts.
+start race PHX_CKPT_DIE=5:0:drain
+if at_iter $AT; then
+    kill -TERM "$(pid_of 3)"
+    finish_job
+    check "race: exit code 0 (got $RC)" [ "$RC" = 0 ]
+    check "race: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+    check "race: rank 5 died during the drain, recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
+    check "race: rank 3 drained after it, at every survivor" \
+        [ "$(grep -ls '"ev":"drain_done","rank":3,' "$DIR"/ev.*.jsonl | wc -l)" = $((N - 1)) ]
+    check "race: rank 3 exited 0" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
+else
+    fail "race: iteration $AT never logged"; finish_job
+fi
+
+# ---- drain-on=off: SIGTERM is a crash, as before -----------------------------------------
+start off -- --phx-drain-on=off
+if at_iter $AT; then
+    kill -TERM "$(pid_of 3)"
+    finish_job
+    check "off: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+    check "off: rank 3 stopped (143) and the job says so (exit $RC)" [ "$RC" = 143 ]
+    check "off: recovered as a crash" grep -qs '"ev":"recovery_done"' "$DIR"/ev.*.jsonl
+    check "off: no drain" none '"ev":"drain_request"'
+else
+    fail "off: iteration $AT never logged"; finish_job
+fi
+
+# ---- the whole job cancelled: phx run gets SIGTERM ------------------------------------
+# The launcher stops nodes that may drain with SIGINT: they stop, none drains.
+start cancel
+if at_iter $AT; then
+    t0=$(now_ms)
+    launcher=$(awk '{ print $4 }' "/proc/$(pid_of 0)/stat")
+    kill -TERM "$launcher"
+    finish_job
+    t1=$(now_ms)
+    check "cancel: phx exits 143 (got $RC)" [ "$RC" = 143 ]
+    check "cancel: within the launcher's grace ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 3000 ]
+    check "cancel: no node drained" none '"ev":"drain_request"'
+    check "cancel: no node had to be SIGKILLed" eval '! grep -q "sending SIGKILL" "$DIR/err"'
+else
+    fail "cancel: iteration $AT never logged"; finish_job
+fi
+
+# ---- every node gets SIGTERM at once (a scheduler cancelling the job) -------------
+# The first requests may drain a node or two; once every live node asked,
+# the coordinator ends the job (143) saying so: never a drain into nobody,
+# never a hang, never a wrong result.
+start all
+if at_iter $AT; then
+    t0=$(now_ms)
+    kill -TERM $(awk '{ print $2 }' "$DIR/pids")
+    finish_job
+    t1=$(now_ms)
+    check "all: the job ends non-zero, 143 (got $RC)" [ "$RC" = 143 ]
+    check "all: promptly ($((t1 - t0)) ms, within 5 hb-timeouts: a checkpoint or two)" [ $((t1 - t0)) -lt $((5 * HB)) ]
+    check "all: it says the job was cancelled" grep -q "the job is cancelled, not drained into nobody" "$DIR/err"
+    check "all: no result printed" [ -z "$(sum_of)" ]
+else
+    fail "all: iteration $AT never logged"; finish_job
+fi
+
+finish
