@@ -924,11 +924,11 @@ static void test_traffic_global(void **st)
     long before = nsched;
     cfg = (cfg_t){ .traffic = 1 };
     covered(NULL);
-    one_failure(1, 3, full() ? 5 : 4, full() ? 8 : 2);
+    one_failure(1, 3, full() ? 5 : 4, full() ? 4 : 2);
     print_message("traffic, one failure, n=4: %ld schedules\n", nsched - before);
     covered("they");
     before = nsched;
-    two_failures(full() ? MAXN : 5, 1, 3, full() ? 2 : 1, full() ? 4 : 1);
+    two_failures(full() ? MAXN : 5, 1, 3, 1, full() ? 2 : 1);
     print_message("traffic, two failures: %ld schedules\n", nsched - before);
     covered("they");
     cfg = (cfg_t){ 0 };
@@ -944,11 +944,11 @@ static void test_traffic_partial_rounds(void **st)
     long before = nsched;
     cfg = (cfg_t){ .partial = 1, .traffic = 1 };
     covered(NULL);
-    one_failure(2, 3, full() ? 5 : 4, full() ? 8 : 2);
+    one_failure(2, 3, full() ? 5 : 4, full() ? 4 : 2);
     print_message("partial, one failure, n=4: %ld schedules\n", nsched - before);
     covered("they");
     before = nsched;
-    two_failures(full() ? MAXN : 5, 1, 4, full() ? 2 : 1, full() ? 4 : 1);
+    two_failures(full() ? MAXN : 5, 1, 4, 1, full() ? 2 : 1);
     print_message("partial, two failures: %ld schedules\n", nsched - before);
     covered("they");
     cfg = (cfg_t){ 0 };
@@ -962,7 +962,7 @@ static void test_traffic_disk_fallback(void **st)
     long before = nsched;
     covered(NULL);
     cfg = (cfg_t){ .disk = 1, .traffic = 1 };
-    two_failures(full() ? MAXN : 5, 1, 4, full() ? 2 : 1, full() ? 4 : 1);
+    two_failures(full() ? MAXN : 5, 1, 4, 1, full() ? 2 : 1);
     cfg = (cfg_t){ .disk = 1, .traffic = 1, .partial = 1 };
     two_failures(4, 2, 3, 1, 1);
     print_message("disk, two failures: %ld schedules\n", nsched - before);
