@@ -380,6 +380,9 @@ void phx_net_free(phx_net_t *n)
                          (unsigned long long)p->restores, (unsigned long long)p->dups, p->strikes);
             phx_link_destroy(p->link);
         }
+    if (n->batch_rx)
+        PHX_INFO("net", "batches: %llu frames received carrying %llu messages",
+                 (unsigned long long)n->batch_rx, (unsigned long long)n->batch_rx_msgs);
     if (n->zc_tx || n->zc_rx)
         PHX_INFO("net", "large frames: %llu sent zero-copy, %llu received in place",
                  (unsigned long long)n->zc_tx, (unsigned long long)n->zc_rx);

@@ -182,6 +182,7 @@ struct phx_net {
     int cut_peer, cut_left, cut_forever;   /* PHX_DEBUG_CUT_LINK */
     uint32_t zc_min;            /* PHX_NET_ZC_MIN, or PHX_DEBUG_ZC_MIN (tests) */
     uint64_t zc_tx, zc_rx;      /* frames sent zero-copy / received in place (logged at exit) */
+    uint64_t batch_rx, batch_rx_msgs;   /* BATCH frames delivered, and the messages in them (logged at exit) */
     unsigned read_max;          /* PHX_DEBUG_READ_MAX (tests): bytes per read, 0 = no cap */
     uint64_t cut_after;
     int handles;                /* open handles; stop completes at zero */

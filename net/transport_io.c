@@ -525,9 +525,10 @@ static int handle_frame(conn_t *c, const phx_frame_hdr_t *h, const uint8_t *payl
         }
         return -1;
     }
+    int entries = 0;
     if (h->type == PHX_FT_BATCH) {
         const char *why;
-        if (phx_batch_check(payload, h->len, &why) < 0) {
+        if ((entries = phx_batch_check(payload, h->len, &why)) < 0) {
             char reason[200];
             snprintf(reason, sizeof reason, "bad batch frame: %s", why);
             tr_conn_close_f(c, reason, CC_STRIKE);
@@ -540,6 +541,8 @@ static int handle_frame(conn_t *c, const phx_frame_hdr_t *h, const uint8_t *payl
     if (h->type == PHX_FT_BATCH) {
         /* Checked whole above, and accepted by the link as one frame: every
          * entry is delivered, whatever a consumer does meanwhile. */
+        n->batch_rx++;
+        n->batch_rx_msgs += (uint64_t)entries;
         phx_frame_hdr_t e;
         phx_batch_begin(&e, h);
         for (size_t off = 0; off < h->len;) {
