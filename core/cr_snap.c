@@ -291,8 +291,10 @@ void cr_discard_all(cr_t *c, int moving)
         c->lis(c->lis_arg, PHX_CR_ROLLBACK, cr_rb_epoch(c));
     int64_t work = 0, inbound = 0, outw = 0, unused = 0;
     phx_node_batch_flush(n);
-    if (!moving)
+    if (!moving) {
         drain_queue(n, &n->oh, &n->ot, &outw, &unused);
+        atomic_store(&n->outq, 0);   /* the workers are paused: none enqueues meanwhile */
+    }
     for (int i = 0; i < n->nworkers; i++) {
         phx_worker_t *w = &n->workers[i];
         if (c->pause.lh[i])

@@ -360,6 +360,7 @@ int phx_main(int argc, char **argv, int main_type, const void *arg, size_t len)
     pthread_cond_init(&n->bp_cond, NULL);
     cds_wfcq_init(&n->oh, &n->ot);
 
+    n->comm_th = pthread_self();   /* this thread runs the loop */
     uv_loop_init(&n->loop);
     uv_async_init(&n->loop, &n->async, on_async);
     n->async.data = n;

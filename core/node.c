@@ -123,6 +123,8 @@ void phx_node_batch_flush(phx_node_t *n)
 void phx_node_enqueue_out(phx_node_t *n, phx_msg_t *m)
 {
     atomic_fetch_add_explicit(&n->work, 1, memory_order_relaxed);
+    if (m->kind == PHX_MK_APP || m->kind == PHX_MK_SPAWN)
+        atomic_fetch_add_explicit(&n->outq, phx_msg_charge(m->hdr.len), memory_order_relaxed);
     PHX_HANDOFF_RELEASE(m);
     cds_wfcq_enqueue(&n->oh, &n->ot, &m->qn);
     if (n->inline_mode)
@@ -150,6 +152,28 @@ static void backpressure(phx_node_t *n, int peer, int64_t charge)
     pthread_mutex_unlock(&n->bp_lock);
 }
 
+/* A worker that sends faster than the comm thread frames its messages
+ * waits while the outbox holds PHX_OUTBOX_MAX of charge (one message of
+ * any size always goes in). send-buffer alone let it queue some 390,000
+ * 8-byte messages (64 MiB of charge) before blocking: every one a fresh
+ * buffer from malloc, all of them cold by the time the comm thread read
+ * them and freed at exit (a sixth of the sender's instructions in a
+ * 200,000-message run, and its cache). The comm thread drains the whole
+ * outbox each turn and wakes the waiters (phx_node_drain_outbox); it never
+ * waits here itself (it drains what it sends). */
+static void outbox_room(phx_node_t *n)
+{
+    if (atomic_load_explicit(&n->outq, memory_order_relaxed) < PHX_OUTBOX_MAX || n->inline_mode ||
+        pthread_equal(pthread_self(), n->comm_th))
+        return;
+    pthread_mutex_lock(&n->bp_lock);
+    atomic_fetch_add(&n->bp_waiters, 1);
+    while (atomic_load(&n->outq) >= PHX_OUTBOX_MAX && !atomic_load(&n->stopping))
+        pthread_cond_wait(&n->bp_cond, &n->bp_lock);
+    atomic_fetch_sub(&n->bp_waiters, 1);
+    pthread_mutex_unlock(&n->bp_lock);
+}
+
 static int route(phx_ctx_t *c, phx_msg_t *m, phx_tid_t dst)
 {
     phx_node_t *n = c->w->node;
@@ -165,6 +189,7 @@ static int route(phx_ctx_t *c, phx_msg_t *m, phx_tid_t dst)
     if (rh && rh->send)
         rh->send(n->rec_st, c->w->id);
     backpressure(n, home, phx_msg_charge(m->hdr.len));
+    outbox_room(n);
     phx_node_enqueue_out(n, m);
     return 0;
 }

@@ -33,6 +33,10 @@
 /* A node stopped by a signal or by losing its launcher ends within
  * hb-timeout + this, even with a task handler stuck in user code. */
 #define PHX_STOP_SLACK_MS 2000
+/* Charge of messages bound for other nodes a node's outbox holds before
+ * its senders wait (node.c, outbox_room): about 6,000 8-byte messages,
+ * whose buffers stay in cache from phx_send to the framing. */
+#define PHX_OUTBOX_MAX ((int64_t)1 << 20)
 
 /* PHX_FT_CTRL tags used by the node (the transport owns tags below 16). */
 enum { PHX_CTRL_EXIT = 16, PHX_CTRL_READY = 17 };
@@ -116,6 +120,10 @@ struct phx_node {
     _Atomic int64_t work;
     _Atomic uint64_t *processed;/* per source node: remote messages handled */
     _Atomic int64_t *peer_out;  /* per peer: bytes charged and not yet written */
+    /* Charge (phx_msg_charge) of the APP and SPAWN messages in the outbox:
+     * added by phx_node_enqueue_out, taken off by the drain; senders wait
+     * while it is at PHX_OUTBOX_MAX (node.c, outbox_room). */
+    _Atomic int64_t outq;
     pthread_mutex_t bp_lock;
     pthread_cond_t bp_cond;
     _Atomic int bp_waiters;

@@ -4,6 +4,19 @@
 #include "core/send.h"
 #include "core/term.h"
 
+/* Takes charge off n->outq and wakes the senders waiting for room. */
+static void outbox_taken(phx_node_t *n, int64_t charge)
+{
+    if (!charge)
+        return;
+    atomic_fetch_sub(&n->outq, charge);
+    if (atomic_load(&n->bp_waiters)) {
+        pthread_mutex_lock(&n->bp_lock);
+        pthread_cond_broadcast(&n->bp_cond);
+        pthread_mutex_unlock(&n->bp_lock);
+    }
+}
+
 void phx_node_drain_outbox(phx_node_t *n)
 {
     struct cds_wfcq_head lh;
@@ -13,10 +26,19 @@ void phx_node_drain_outbox(phx_node_t *n)
         return;
     __cds_wfcq_splice_blocking(&lh, &lt, &n->oh, &n->ot);
     struct cds_wfcq_node *qn;
+    int64_t out = 0;   /* charge taken off the outbox, not yet off n->outq */
     while ((qn = __cds_wfcq_dequeue_blocking(&lh, &lt))) {
         phx_msg_t *m = caa_container_of(qn, phx_msg_t, qn);
         PHX_HANDOFF_ACQUIRE(m);
         int held = 0;
+        if (m->kind == PHX_MK_APP || m->kind == PHX_MK_SPAWN) {
+            out += phx_msg_charge(m->hdr.len);
+            /* Senders waiting for room go on while the rest is framed. */
+            if (out >= PHX_OUTBOX_MAX / 2) {
+                outbox_taken(n, out);
+                out = 0;
+            }
+        }
         if (m->kind == PHX_MK_CALL) {
             atomic_fetch_sub(&n->work, 1);
             m->call(n, m);
@@ -41,6 +63,7 @@ void phx_node_drain_outbox(phx_node_t *n)
             atomic_fetch_sub(&n->work, 1);
         }
     }
+    outbox_taken(n, out);
     phx_term_flush(n);
     phx_pool_flush();
 }

@@ -13,7 +13,7 @@
 
 #define PHX_FRAME_HDR      64
 #define PHX_FRAME_MAGIC    0x584C4850u   /* bytes 'P','H','L','X' */
-#define PHX_WIRE_VERSION   2
+#define PHX_WIRE_VERSION   3
 #define PHX_FRAME_F_LAST_IN_BATCH 0x0001u
 #define PHX_FRAME_F_MASK   PHX_FRAME_F_LAST_IN_BATCH   /* all defined flag bits */
 /* Largest len decode can ever accept: the total size must fit the int return. */
@@ -24,6 +24,7 @@ enum phx_frame_type {
     PHX_FT_AUTH    = 2,
     PHX_FT_AUTH_OK = 3,
     PHX_FT_ACK     = 4,    /* standalone link ack: lack only, no payload */
+    PHX_FT_BATCH   = 5,    /* several small APP/SPAWN messages in one frame (phx_batch_*) */
     PHX_FT_APP     = 16,
     PHX_FT_SPAWN   = 17,
     PHX_FT_CTRL    = 32,
@@ -115,5 +116,35 @@ int phx_frame_decode(const uint8_t *buf, size_t avail, uint32_t max_payload,
  * receive): payload_crc is phx_crc32c(0, ...) over all h.len payload bytes
  * in order. Returns 0, or PHX_ECHECKSUM with a reason in *why as decode. */
 int phx_frame_verify_crc(const uint8_t hdr[PHX_FRAME_HDR], uint32_t payload_crc, const char **why);
+
+/* ---- batch frames ---------------------------------------------------------
+ * A BATCH frame carries several small APP or SPAWN messages bound for the
+ * same peer: one header, one checksum, one link sequence number and one
+ * decode for all of them, where each message alone would cost a 64-byte
+ * header and three checksum passes (most of the CPU an 8-byte message
+ * costs). Its payload is a run of entries, each a compact sub-header
+ * (type u8, tag u32, len u32, src u64, dst u64, ssn u64) and len bytes;
+ * the outer header's inc, lseq, lack and crc stand for every entry. Its
+ * src, dst, ssn and tag are 0. */
+#define PHX_BATCH_SUB 33
+
+/* Writes the sub-header for *h (type, tag, len, src, dst, ssn) into out. */
+void phx_batch_put(uint8_t out[PHX_BATCH_SUB], const phx_frame_hdr_t *h);
+
+/* Starts *h for walking the BATCH frame whose header is *outer: a copy of
+ * it with flags 0. Each phx_batch_next then overwrites the entry's fields,
+ * so *h is the header of a frame carrying that message alone (the outer
+ * frame's magic, version, inc, crc and link fields). */
+void phx_batch_begin(phx_frame_hdr_t *h, const phx_frame_hdr_t *outer);
+/* Decodes the entry at p[0..avail) into *h (type, tag, len, src, dst, ssn;
+ * nothing else is written). Returns the entry's size (PHX_BATCH_SUB +
+ * h->len), or PHX_EPROTO with a reason in *why (as decode) when the entry
+ * is cut short or its type is neither APP nor SPAWN. */
+int phx_batch_next(const uint8_t *p, size_t avail, phx_frame_hdr_t *h, const char **why);
+/* Walks a whole BATCH payload: returns the number of entries (at least 2:
+ * a sender batches only when it has two), or PHX_EPROTO with a reason in
+ * *why. A receiver checks the whole frame before delivering any of it, so
+ * a bad frame is refused entire, never half delivered. */
+int phx_batch_check(const uint8_t *p, size_t len, const char **why);
 
 #endif

@@ -158,7 +158,8 @@ int phx_net_send(phx_net_t *n, int peer, phx_frame_hdr_t *h, const void *prefix,
     int urgent = charge == PHX_NET_URGENT;
     if (urgent)
         charge = 0;
-    int rc = tr_frame_append(urgent ? &p->cbuf : &p->obuf, h, prefix, prefix_len, payload, len);
+    int rc = tr_frame_append(urgent ? &p->cbuf : &p->obuf, h, prefix, prefix_len, payload, len,
+                             (size_t)n->cfg.max_frame);
     if (rc)
         return rc;
     p->ocharge += charge;
@@ -204,6 +205,7 @@ static void drop_stream(peer_t *p, const char *why)
     uint64_t charge = p->ocharge + phx_link_reset(p->link);
     tr_buf_drop(&p->obuf);
     p->cbuf.len = 0;
+    p->cbuf.bat_n = 0;
     p->ocharge = 0;
     if (p->conn)
         tr_conn_close(p->conn, why);
@@ -334,7 +336,7 @@ void phx_net_stop(phx_net_t *n, void (*done)(void *), void *ctx)
         }
         phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_CTRL, PHX_NET_CTRL_BYE, (uint64_t)n->rank, (uint64_t)r, 0);
         h.inc = n->inc;
-        if (tr_frame_append(&p->obuf, &h, NULL, 0, NULL, 0) == 0)
+        if (tr_frame_append(&p->obuf, &h, NULL, 0, NULL, 0, (size_t)n->cfg.max_frame) == 0)
             tr_peer_flush(p);
         if (!p->writing)
             tr_conn_close(p->conn, NULL);
@@ -378,6 +380,9 @@ void phx_net_free(phx_net_t *n)
                          (unsigned long long)p->restores, (unsigned long long)p->dups, p->strikes);
             phx_link_destroy(p->link);
         }
+    if (n->batch_rx)
+        PHX_INFO("net", "batches: %llu frames received carrying %llu messages",
+                 (unsigned long long)n->batch_rx, (unsigned long long)n->batch_rx_msgs);
     if (n->zc_tx || n->zc_rx)
         PHX_INFO("net", "large frames: %llu sent zero-copy, %llu received in place",
                  (unsigned long long)n->zc_tx, (unsigned long long)n->zc_rx);

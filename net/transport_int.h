@@ -56,11 +56,26 @@
 #define CC_STRIKE 1             /* protocol violation or failed authentication */
 #define CC_RESET  2             /* close with RST (debug link cut) */
 
+/* Small messages queued back to back share one BATCH frame (net/frame.h):
+ * at most this many payload bytes per frame, and only messages of at most
+ * BATCH_ITEM bytes join one. A larger batch would only hold the receiver's
+ * first message back longer; this one already spreads a header, a checksum
+ * and a link sequence number over hundreds of 8-byte messages. */
+#define BATCH_MAX (16u << 10)
+#define BATCH_ITEM 1024u
+
 typedef struct buf {
     uint8_t *data;
     size_t len, cap;
     phx_link_ext_t *ext;        /* referenced payload tails (zero-copy sends), in order */
     int next, extcap;
+    /* The frame still open at the end of data (bat_n > 0): bat_n small
+     * messages from offset bat on, each a batch entry, its 64-byte header
+     * not yet written (tr_buf_close writes it: a one-entry batch becomes
+     * the plain frame bat_h). Every frame before it is whole. */
+    int bat_n;
+    size_t bat;
+    phx_frame_hdr_t bat_h;
 } buf_t;
 
 typedef struct peer peer_t;
@@ -167,6 +182,7 @@ struct phx_net {
     int cut_peer, cut_left, cut_forever;   /* PHX_DEBUG_CUT_LINK */
     uint32_t zc_min;            /* PHX_NET_ZC_MIN, or PHX_DEBUG_ZC_MIN (tests) */
     uint64_t zc_tx, zc_rx;      /* frames sent zero-copy / received in place (logged at exit) */
+    uint64_t batch_rx, batch_rx_msgs;   /* BATCH frames delivered, and the messages in them (logged at exit) */
     unsigned read_max;          /* PHX_DEBUG_READ_MAX (tests): bytes per read, 0 = no cap */
     uint64_t cut_after;
     int handles;                /* open handles; stop completes at zero */
@@ -190,9 +206,10 @@ int tr_adopt_listener(phx_net_t *n, int fd);
 /* transport_io.c */
 void tr_claim_end(conn_t *c, int ok);
 void tr_buf_drop(buf_t *b);
+void tr_buf_close(buf_t *b);
 void tr_mark_dirty(peer_t *p);
 int tr_frame_append(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t plen,
-                    const void *payload, size_t len);
+                    const void *payload, size_t len, size_t max_frame);
 int tr_frame_append_ref(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t plen,
                         const void *payload, size_t len, const uint32_t *payload_crc,
                         void (*release)(void *), void *arg);

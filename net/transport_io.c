@@ -44,6 +44,7 @@ static int buf_reserve(buf_t *b, size_t extra)
 void tr_buf_drop(buf_t *b)
 {
     b->len = 0;
+    b->bat_n = 0;
     for (int i = 0; i < b->next; i++)
         b->ext[i].release(b->ext[i].arg);
     b->next = 0;
@@ -57,21 +58,72 @@ void tr_mark_dirty(peer_t *p)
     }
 }
 
-/* Appends one frame to a buffer, unsealed (link fields and crc are set at
- * flush time, when its sequence number is known); 0 or PHX_ENOMEM. */
-int tr_frame_append(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t plen,
-                    const void *payload, size_t len)
+/* Ends the buffer's open batch: writes its header, unsealed. A batch of
+ * one is written as that message's own frame (its payload moved back over
+ * the entry's sub-header), so a lone message costs what it did before. */
+void tr_buf_close(buf_t *b)
 {
-    size_t total = PHX_FRAME_HDR + plen + len;
+    if (!b->bat_n)
+        return;
+    uint8_t *f = b->data + b->bat;
+    if (b->bat_n == 1) {
+        memmove(f + PHX_FRAME_HDR, f + PHX_FRAME_HDR + PHX_BATCH_SUB, b->bat_h.len);
+        b->len -= PHX_BATCH_SUB;
+        phx_frame_put_hdr(f, &b->bat_h, f + PHX_FRAME_HDR);
+    } else {
+        phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_BATCH, 0, 0, 0, (uint32_t)(b->len - b->bat - PHX_FRAME_HDR));
+        h.inc = b->bat_h.inc;
+        phx_frame_put_hdr(f, &h, f + PHX_FRAME_HDR);
+    }
+    b->bat_n = 0;
+}
+
+/* A message that may share a BATCH frame: a small APP or SPAWN one. */
+static int batchable(const phx_frame_hdr_t *h, size_t size)
+{
+    return (h->type == PHX_FT_APP || h->type == PHX_FT_SPAWN) && !h->flags && size <= BATCH_ITEM;
+}
+
+/* Appends one frame to a buffer, unsealed (link fields and crc are set at
+ * flush time, when its sequence number is known); 0 or PHX_ENOMEM. A small
+ * message joins the open batch when the batch stays within BATCH_MAX and
+ * the receiver's max_frame. */
+int tr_frame_append(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t plen,
+                    const void *payload, size_t len, size_t max_frame)
+{
+    h->len = (uint32_t)(plen + len);
+    int bat = batchable(h, plen + len);
+    size_t total = (bat ? PHX_BATCH_SUB : PHX_FRAME_HDR) + plen + len;
+    if (bat && b->bat_n) {
+        size_t blen = b->len - b->bat - PHX_FRAME_HDR + total;
+        if (blen > BATCH_MAX || blen > max_frame || h->inc != b->bat_h.inc)
+            tr_buf_close(b);
+    } else {
+        tr_buf_close(b);
+    }
+    if (bat && !b->bat_n)
+        total += PHX_FRAME_HDR;   /* a new batch: room for its header */
     if (buf_reserve(b, total))
         return PHX_ENOMEM;
     uint8_t *dst = b->data + b->len;
+    if (bat) {
+        if (!b->bat_n) {
+            b->bat = b->len;
+            b->bat_h = *h;
+            dst += PHX_FRAME_HDR;
+        }
+        b->bat_n++;
+        phx_batch_put(dst, h);
+        dst += PHX_BATCH_SUB;
+    } else {
+        dst += PHX_FRAME_HDR;
+    }
     if (plen)
-        memcpy(dst + PHX_FRAME_HDR, pre, plen);
+        memcpy(dst, pre, plen);
     if (len)
-        memcpy(dst + PHX_FRAME_HDR + plen, payload, len);
-    h->len = (uint32_t)(plen + len);
-    phx_frame_put_hdr(dst, h, dst + PHX_FRAME_HDR);
+        memcpy(dst + plen, payload, len);
+    if (!bat)
+        phx_frame_put_hdr(b->data + b->len, h, b->data + b->len + PHX_FRAME_HDR);
     b->len += total;
     return 0;
 }
@@ -83,6 +135,7 @@ int tr_frame_append_ref(buf_t *b, phx_frame_hdr_t *h, const void *pre, size_t pl
                         const void *payload, size_t len, const uint32_t *payload_crc,
                         void (*release)(void *), void *arg)
 {
+    tr_buf_close(b);
     if (b->next == b->extcap) {
         int cap = b->extcap ? 2 * b->extcap : 8;
         phx_link_ext_t *e = realloc(b->ext, (size_t)cap * sizeof *e);
@@ -146,7 +199,9 @@ void tr_peer_flush(peer_t *p)
         b[nb++] = uv_buf_init((char *)p->ack, PHX_FRAME_HDR);
     } else {
         buf_t t;
+        tr_buf_close(&p->cbuf);
         if (!hold) {   /* else wbuf stays empty: only urgent frames go */
+            tr_buf_close(&p->obuf);
             t = p->wbuf;
             p->wbuf = p->obuf;
             p->obuf = t;
@@ -470,9 +525,32 @@ static int handle_frame(conn_t *c, const phx_frame_hdr_t *h, const uint8_t *payl
         }
         return -1;
     }
+    int entries = 0;
+    if (h->type == PHX_FT_BATCH) {
+        const char *why;
+        if ((entries = phx_batch_check(payload, h->len, &why)) < 0) {
+            char reason[200];
+            snprintf(reason, sizeof reason, "bad batch frame: %s", why);
+            tr_conn_close_f(c, reason, CC_STRIKE);
+            return -1;
+        }
+    }
     int rc = link_frame(c, h);
     if (rc <= 0)
         return rc;
+    if (h->type == PHX_FT_BATCH) {
+        /* Checked whole above, and accepted by the link as one frame: every
+         * entry is delivered, whatever a consumer does meanwhile. */
+        n->batch_rx++;
+        n->batch_rx_msgs += (uint64_t)entries;
+        phx_frame_hdr_t e;
+        phx_batch_begin(&e, h);
+        for (size_t off = 0; off < h->len;) {
+            off += (size_t)phx_batch_next(payload + off, h->len - off, &e, NULL);
+            n->cb.on_frame(n->cb.ctx, c->peer->rank, &e, payload + off - e.len);
+        }
+        return c->closing ? -1 : 0;
+    }
     if (h->type == PHX_FT_CTRL && h->tag == PHX_NET_CTRL_BYE) {
         c->got_bye = 1;
         return 0;

@@ -13,7 +13,10 @@
  * re-encodes to the identical 64 header bytes; sizes stay within the input;
  * every hard error carries a reason; the link delivers sequence numbers 1,
  * 2, 3... with no gap or repeat; a frame resealed by a sending link decodes
- * with the number it was given, and its resend copy is byte-identical. */
+ * with the number it was given, and its resend copy is byte-identical; a
+ * BATCH frame's payload is accepted by phx_batch_check exactly when walking
+ * it entry by entry with phx_batch_next succeeds, and every entry re-encodes
+ * to its identical sub-header. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +88,33 @@ static int feed_link(phx_link_t *rxl, phx_link_t *txl, uint64_t *delivered, cons
     CHECK(n >= (long)sz && memcmp(rs + n - (long)sz, copy, sz) == 0);
     free(rs);
     return 0;
+}
+
+/* A BATCH frame's entries, walked as the transport delivers them. */
+static void feed_batch(const phx_frame_hdr_t *outer, const uint8_t *p)
+{
+    const char *why = NULL;
+    int n = phx_batch_check(p, outer->len, &why);
+    CHECK(n >= 2 || (n == PHX_EPROTO && why && why[0] != '\0'));
+    int k = 0, bad = 0;
+    phx_frame_hdr_t e;
+    phx_batch_begin(&e, outer);
+    for (size_t off = 0; off < outer->len; k++) {
+        int r = phx_batch_next(p + off, outer->len - off, &e, &why);
+        if (r < 0) {
+            CHECK(r == PHX_EPROTO && why && why[0] != '\0');
+            bad = 1;
+            break;
+        }
+        CHECK((size_t)r == PHX_BATCH_SUB + (size_t)e.len && (size_t)r <= outer->len - off);
+        CHECK(e.type == PHX_FT_APP || e.type == PHX_FT_SPAWN);
+        CHECK(e.inc == outer->inc && e.lseq == outer->lseq && e.lack == outer->lack && e.flags == 0);
+        uint8_t re[PHX_BATCH_SUB];
+        phx_batch_put(re, &e);
+        CHECK(memcmp(re, p + off, PHX_BATCH_SUB) == 0);
+        off += (size_t)r;
+    }
+    CHECK(n < 0 ? bad || k < 2 : !bad && k == n);
 }
 
 static void feed_auth(phx_auth_t *a, const phx_frame_hdr_t *h, const uint8_t *p)
@@ -177,6 +207,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 feed_auth(a, &h, rx + consumed + PHX_FRAME_HDR);
             else if (feed_link(rxl, txl, &delivered, rx + consumed, &h) < 0)
                 closed = 1;
+            if (h.type == PHX_FT_BATCH)
+                feed_batch(&h, rx + consumed + PHX_FRAME_HDR);
             consumed += (size_t)rc;
             if (closed)
                 break;

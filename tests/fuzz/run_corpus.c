@@ -19,7 +19,31 @@ static uint64_t rs;
 static uint64_t rnd(void) { return phx_fz_rnd(&rs); }
 
 static const uint8_t types[] = { PHX_FT_HELLO, PHX_FT_AUTH, PHX_FT_AUTH_OK, PHX_FT_ACK, PHX_FT_APP, PHX_FT_SPAWN,
-                                 PHX_FT_CTRL, PHX_FT_HB, PHX_FT_BCAST, PHX_FT_ERA, PHX_FT_TD };
+                                 PHX_FT_CTRL, PHX_FT_HB, PHX_FT_BCAST, PHX_FT_ERA, PHX_FT_TD, PHX_FT_BATCH };
+
+/* A BATCH payload of 2-5 entries, as a sender builds one; its length (or
+ * 0 when cap is too small). */
+static uint32_t gen_batch(uint8_t *p, size_t cap)
+{
+    size_t n = 0;
+    int k = 2 + (int)(rnd() % 4);
+    for (int i = 0; i < k; i++) {
+        phx_frame_hdr_t e = { 0 };
+        e.type = rnd() % 2 ? PHX_FT_APP : PHX_FT_SPAWN;
+        e.tag = (uint32_t)rnd();
+        e.len = (uint32_t)(rnd() % 24);
+        e.src = rnd();
+        e.dst = rnd();
+        e.ssn = rnd() % 100;
+        if (n + PHX_BATCH_SUB + e.len > cap)
+            return i >= 2 ? (uint32_t)n : 0;
+        phx_batch_put(p + n, &e);
+        for (uint32_t b = 0; b < e.len; b++)
+            p[n + PHX_BATCH_SUB + b] = (uint8_t)rnd();
+        n += PHX_BATCH_SUB + e.len;
+    }
+    return (uint32_t)n;
+}
 
 /* Builds [ctl][frame]...; returns the length. */
 static size_t gen_valid(uint8_t *b, size_t cap)
@@ -53,6 +77,9 @@ static size_t gen_valid(uint8_t *b, size_t cap)
         }
         uint8_t *p = b + n + PHX_FRAME_HDR;
         for (uint32_t k = 0; k < len; k++) p[k] = (uint8_t)rnd();
+        if (h.type == PHX_FT_BATCH && rnd() % 4) {   /* mostly well-formed entries */
+            h.len = len = gen_batch(p, cap - n - PHX_FRAME_HDR);
+        }
         if (h.type == PHX_FT_HELLO && rnd() % 2) {   /* plausible HELLO: job 1 */
             phx_put_le32(p, (uint32_t)(rnd() % 3));
             phx_put_le64(p + 8, 1);

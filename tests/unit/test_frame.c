@@ -25,7 +25,7 @@ static uint64_t rnd(void)   /* splitmix64: deterministic given the seed */
 static void fill(uint8_t *p, size_t n) { for (size_t i = 0; i < n; i++) p[i] = (uint8_t)rnd(); }
 
 static const unsigned types[] = { PHX_FT_HELLO, PHX_FT_AUTH, PHX_FT_AUTH_OK, PHX_FT_ACK, PHX_FT_APP, PHX_FT_SPAWN,
-                                  PHX_FT_CTRL, PHX_FT_HB, PHX_FT_BCAST, PHX_FT_ERA, PHX_FT_TD };
+                                  PHX_FT_CTRL, PHX_FT_HB, PHX_FT_BCAST, PHX_FT_ERA, PHX_FT_TD, PHX_FT_BATCH };
 #define NTYPES (sizeof types / sizeof types[0])
 
 /* ---- CRC32C ---------------------------------------------------------- */
@@ -206,6 +206,59 @@ static void test_types(void **st)
     printf("types: 300 values checked, %d valid\n", valid);
 }
 
+/* A BATCH payload: the sub-header's layout byte by byte, entries walked
+ * back with the outer header's link fields, and every malformed payload
+ * refused whole. */
+static void test_batch(void **st)
+{
+    (void)st;
+    phx_frame_hdr_t a = phx_frame_hdr(PHX_FT_APP, 0x01020304u, 0x1112131415161718ull, 0x2122232425262728ull, 3);
+    a.ssn = 0x3132333435363738ull;
+    phx_frame_hdr_t b = phx_frame_hdr(PHX_FT_SPAWN, 7, 1, 2, 0);
+    uint8_t p[2 * PHX_BATCH_SUB + 3];
+    phx_batch_put(p, &a);
+    memcpy(p + PHX_BATCH_SUB, "xyz", 3);
+    phx_batch_put(p + PHX_BATCH_SUB + 3, &b);
+    static const uint8_t want[PHX_BATCH_SUB] = {
+        PHX_FT_APP, 0x04, 0x03, 0x02, 0x01, 3, 0, 0, 0,
+        0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,
+        0x28, 0x27, 0x26, 0x25, 0x24, 0x23, 0x22, 0x21,
+        0x38, 0x37, 0x36, 0x35, 0x34, 0x33, 0x32, 0x31 };
+    assert_memory_equal(p, want, PHX_BATCH_SUB);
+    assert_int_equal(phx_batch_check(p, sizeof p, NULL), 2);
+    phx_frame_hdr_t outer = phx_frame_hdr(PHX_FT_BATCH, 0, 0, 0, sizeof p), e;
+    outer.inc = 9;
+    outer.lseq = 41;
+    outer.lack = 40;
+    phx_batch_begin(&e, &outer);
+    int r = phx_batch_next(p, sizeof p, &e, NULL);
+    assert_int_equal(r, PHX_BATCH_SUB + 3);
+    assert_int_equal(e.type, PHX_FT_APP);
+    assert_int_equal(e.tag, a.tag);
+    assert_int_equal(e.len, 3);
+    assert_true(e.src == a.src && e.dst == a.dst && e.ssn == a.ssn);
+    assert_true(e.inc == 9 && e.lseq == 41 && e.lack == 40 && e.flags == 0);
+    r = phx_batch_next(p + r, sizeof p - (size_t)r, &e, NULL);
+    assert_int_equal(r, PHX_BATCH_SUB);
+    assert_true(e.type == PHX_FT_SPAWN && e.tag == 7 && e.len == 0 && e.src == 1 && e.dst == 2);
+    /* one entry, cut short anywhere, a length past the end, a foreign type */
+    const char *why;
+    assert_int_equal(phx_batch_check(p, PHX_BATCH_SUB + 3, &why), PHX_EPROTO);
+    assert_true(why[0] != '\0');
+    for (size_t cut = 1; cut < sizeof p; cut++)
+        if (cut != PHX_BATCH_SUB + 3)
+            assert_int_equal(phx_batch_check(p, cut, NULL), PHX_EPROTO);
+    uint8_t q[sizeof p];
+    memcpy(q, p, sizeof p);
+    q[5] = 4;   /* the first entry's len: runs into the second */
+    assert_int_equal(phx_batch_check(q, sizeof q, NULL), PHX_EPROTO);
+    memcpy(q, p, sizeof p);
+    q[0] = PHX_FT_CTRL;
+    assert_int_equal(phx_batch_check(q, sizeof q, &why), PHX_EPROTO);
+    assert_non_null(strstr(why, "type"));
+    printf("batch: layout pinned, 2 entries walked, %zu truncations refused\n", sizeof p - 2);
+}
+
 static void test_layout(void **st)
 {
     (void)st;
@@ -218,7 +271,7 @@ static void test_layout(void **st)
     memcpy(out + PHX_FRAME_HDR, "abc", 3);
     phx_frame_encode(out, &h, "abc");
     assert_memory_equal(out, "PHLX", 4);
-    assert_int_equal(out[4], 2);
+    assert_int_equal(out[4], 3);
     assert_int_equal(out[5], 16);
     assert_int_equal(out[6], 1); assert_int_equal(out[7], 0);
     assert_int_equal(out[8], 3); assert_int_equal(out[11], 0);
@@ -440,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_crc_copy_combine),
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_batch),
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_field_corruption),

@@ -38,10 +38,12 @@ sample raw_lat median_us "$B/rawtcp" lat 20000
 sample raw_spin median_us "$B/rawtcp" lat --spin 20000
 sample raw_rate msgs_per_s "$B/rawtcp" rate 2000000
 sample raw_bw MiB_per_s "$B/rawtcp" bw 1000
+sample raw_bw64 MiB_per_s "$B/rawtcp" bw 16000 65536
 sample phx_lat median_us "$B/phx" run -n 2 "$B/pingpong" lat 20000
 PHX_BUSY_POLL=1 sample phx_spin median_us "$B/phx" run -n 2 "$B/pingpong" lat 20000
 sample phx_rate msgs_per_s "$B/phx" run -n 2 "$B/pingpong" rate 2000000
 sample phx_bw MiB_per_s "$B/phx" run -n 2 "$B/pingpong" bw 1000
+sample phx_bw64 MiB_per_s "$B/phx" run -n 2 "$B/pingpong" bw 16000 65536
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; }
 r() { ratio "$(med "$1")" "$(med "$2")"; }
@@ -52,6 +54,8 @@ printf '| 8 B one-way rate (msg/s) | %s | %s (write per msg) | %sx | >= 10,000,0
 printf '| 8 B one-way rate: CPU per message, both sides (ns) | %.0f | %.0f | %sx | <= 200 ns |\n' "$(ns_per_msg phx_rate)" "$(ns_per_msg raw_rate)" "$(ratio "$(ns_per_msg phx_rate)" "$(ns_per_msg raw_rate)")"
 printf '| 1 MiB bandwidth (MiB/s) | %s | %s | %sx | >= 0.95x |\n' "$(med phx_bw)" "$(med raw_bw)" "$(r phx_bw raw_bw)"
 printf '| 1 MiB bandwidth: CPU per GB moved, both sides (s/GB) | %.3f | %.3f | %sx | |\n' "$(s_per_gb phx_bw)" "$(s_per_gb raw_bw)" "$(ratio "$(s_per_gb phx_bw)" "$(s_per_gb raw_bw)")"
+printf '| 64 KiB bandwidth (MiB/s) | %s | %s | %sx | >= 0.95x |\n' "$(med phx_bw64)" "$(med raw_bw64)" "$(r phx_bw64 raw_bw64)"
+printf '| 64 KiB bandwidth: CPU per GB moved, both sides (s/GB) | %.3f | %.3f | %sx | |\n' "$(s_per_gb phx_bw64)" "$(s_per_gb raw_bw64)" "$(ratio "$(s_per_gb phx_bw64)" "$(s_per_gb raw_bw64)")"
 printf '\nround trips, min / median / max of the %s runs'"'"' medians (us):\n\n' "$REPS"
 printf '| figure | phalanx | raw TCP |\n|---|---|---|\n'
 printf '| 8 B round trip, default vs blocking | %s | %s |\n' "$(spread phx_lat)" "$(spread raw_lat)"
