@@ -41,6 +41,10 @@ enum { ML_DETS = PHX_CTRL_CR_LAST + 1, ML_ACK, ML_RDETS, ML_RDONE, ML_ACKDETS, M
 /* Causal: dets owed an ack before one goes without a frame to carry it
  * (well below QCAP, so an origin's queue never fills for want of acks). */
 #define ACK_BATCH (QCAP / 16)
+/* Pessimistic: groups of held frames (mlog_t.grp_*); when all are in use
+ * a new drain's frames join the newest group, whose snapshot moves to the
+ * new one (later: it covers more, so it is still sound). */
+#define GRP_MAX 64
 #define ML_SPAWN_BIT (1u << 31)   /* in a logged tag: the entry is a spawn */
 
 typedef struct mlog {
@@ -75,14 +79,32 @@ typedef struct mlog {
     uint64_t team_unlogged, relogs_skipped;
     uint8_t *buf;               /* trailer scratch (comm thread) */
     size_t cap;
-    _Atomic int flush_asked;    /* pessimistic: a flush request is queued */
-    /* Pessimistic send waits: acks counts ML_ACKs handled (a futex word,
-     * bumped by the comm thread), waiters the workers sleeping on it;
-     * snap holds one gate snapshot per worker (nworkers x nworkers). */
+    _Atomic int flush_asked;    /* pessimistic: a full flush request is queued */
+    /* Pessimistic hold (comm thread; see mlog_log.c): app and spawn frames
+     * for other nodes, and whatever the outbox sends behind them, wait in
+     * hold (linked through qn.next, in order) until the dets published
+     * before they reached the comm thread are stored on the next live
+     * rank. Held frames form groups, oldest first, each with one snapshot
+     * of every queue's published end (grp_snap: GRP_MAX x nworkers); a
+     * drain's frames share the group of the snapshot taken once, at the
+     * drain's first frame that waits. */
+    phx_msg_t *hold_h, *hold_t;
+    uint64_t *grp_snap;
+    uint32_t grp_n[GRP_MAX];        /* frames in each group */
+    int grp_first, grp_len;         /* ring of groups */
+    int grp_batch;                  /* this drain's group joins it (1), or a new one (0) */
+    uint64_t *bsnap;                /* this drain's snapshot (nworkers) */
+    int bsnap_on;                   /* bsnap taken in this drain */
+    int store;                      /* the rank dets were last flushed to (-1: none) */
+    /* Remote frames workers queued and the hold did not let go yet (any
+     * thread; the comm thread bumps acks when it falls): a worker pausing
+     * for a checkpoint or a round waits until it is 0, so a checkpoint's
+     * cut never finds a frame held. acks: a futex word, bumped by the comm
+     * thread at every ack and release; waiters: the workers sleeping on it. */
+    _Atomic int64_t pend;
     _Atomic uint32_t acks;
     _Atomic int waiters;
-    uint64_t *snap;
-    _Atomic uint64_t gate_waits;   /* sends that had to wait for an ack */
+    _Atomic uint64_t gate_waits;   /* frames that had to wait for an ack */
     uint64_t ctrl_frames;
     uint64_t trailers;          /* det frames sent ahead of an app frame */
     /* Replay of the partial recovery (mlog_replay.c). */
@@ -121,6 +143,15 @@ int phx_mlog_log_ctrl(mlog_t *g, int peer, const phx_frame_hdr_t *h, const uint8
 /* Worker hooks (phx_recovery_ops_t). */
 void phx_mlog_delivered(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uint64_t ssn, uint64_t rsn, uint32_t inc);
 void phx_mlog_send_gate(void *ctx, int worker);
+/* Worker, before it parks for a checkpoint or a round (pessimistic): waits
+ * until no frame any worker queued is held. */
+void phx_mlog_pause_wait(mlog_t *g);
+/* Comm thread (pessimistic): the outbox hooks (phx_recovery_ops_t), and
+ * the hold's end at a rollback or at stop (its frames are dropped). */
+int phx_mlog_out_gate(void *ctx, phx_msg_t *m);
+void phx_mlog_out_drained(void *ctx);
+void phx_mlog_hold_release(mlog_t *g);
+void phx_mlog_hold_drop(mlog_t *g);
 
 /* ---- mlog_replay.c: replay of restored tasks ------------------------------ */
 int phx_mlog_lost_home(const mlog_t *g, uint64_t tid);
