@@ -179,6 +179,7 @@ static int ml_init(phx_node_t *n, void **out)
     if (g->team > 1)
         phx_cr_partial_rolls(g->cr, phx_mlog_rolls);
     phx_mlog_round_start(g);
+    phx_mlog_hold_start(g);
     return 0;
 }
 
@@ -277,6 +278,7 @@ static void ml_stop(void *st)
     for (int i = 0; i < g->n->nworkers; i++)
         phx_detq_close(phx_ml_queue(g->ml, i));   /* workers blocked on a full queue leave */
     phx_mlog_round_stop(g);
+    phx_mlog_hold_stop(g);
     CR->stop(g->cr);
 }
 

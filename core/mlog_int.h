@@ -96,6 +96,12 @@ typedef struct mlog {
     uint64_t *bsnap;                /* this drain's snapshot (nworkers) */
     int bsnap_on;                   /* bsnap taken in this drain */
     int store;                      /* the rank dets were last flushed to (-1: none) */
+    /* While frames are held: every 100 ms without a release, every
+     * unacked det again (a flush whose frame was lost without a failure
+     * notice must not hold frames for ever). */
+    uv_timer_t retry_timer;
+    int retry_on;                   /* retry_timer initialised */
+    uint64_t releases, releases_seen;
     /* Remote frames workers queued and the hold did not let go yet (any
      * thread; the comm thread bumps acks when it falls): a worker pausing
      * for a checkpoint or a round waits until it is 0, so a checkpoint's
@@ -152,6 +158,9 @@ int phx_mlog_out_gate(void *ctx, phx_msg_t *m);
 void phx_mlog_out_drained(void *ctx);
 void phx_mlog_hold_release(mlog_t *g);
 void phx_mlog_hold_drop(mlog_t *g);
+/* Comm thread: the retry timer, once init can no longer fail; its close at stop. */
+void phx_mlog_hold_start(mlog_t *g);
+void phx_mlog_hold_stop(mlog_t *g);
 
 /* ---- mlog_replay.c: replay of restored tasks ------------------------------ */
 int phx_mlog_lost_home(const mlog_t *g, uint64_t tid);

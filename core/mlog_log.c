@@ -51,7 +51,7 @@ void phx_mlog_gauges(mlog_t *g)
     phx_metrics_set(PHX_M_LOGGED_MSGS, s.logged);
 }
 
-static void ctl2(mlog_t *g, int peer, int tag, const void *pre, size_t plen, const void *buf, size_t len)
+static int ctl2(mlog_t *g, int peer, int tag, const void *pre, size_t plen, const void *buf, size_t len)
 {
     phx_frame_hdr_t h = phx_frame_hdr(PHX_FT_CTRL, (uint32_t)tag, (uint64_t)g->n->rank, (uint64_t)peer,
                                       (uint32_t)(plen + len));
@@ -60,6 +60,7 @@ static void ctl2(mlog_t *g, int peer, int tag, const void *pre, size_t plen, con
         PHX_DEBUG("mlog", "control %d to rank %d not sent: %s", tag, peer, phx_strerror(rc));
     else
         g->ctrl_frames++;
+    return rc;
 }
 
 void phx_mlog_ctl(mlog_t *g, int peer, int tag, const void *buf, size_t len)
@@ -113,8 +114,8 @@ void phx_mlog_flush(mlog_t *g)
     if (b < 0)
         return;
     long k = trailer(g, -1);
-    if (k > 0)
-        phx_mlog_ctl(g, b, ML_DETS, g->buf, (size_t)k);
+    if (k > 0 && ctl2(g, b, ML_DETS, NULL, 0, g->buf, (size_t)k))
+        g->store = -1;   /* not sent: the next flush sends all again */
     else if (k < 0)
         PHX_ERROR("mlog", "determinant flush failed: %s", phx_strerror((int)k));
 }
@@ -131,8 +132,8 @@ static void flush_new(mlog_t *g)
     if (b < 0)
         return;
     long k = trailer(g, b);
-    if (k > 0)
-        phx_mlog_ctl(g, b, ML_DETS, g->buf, (size_t)k);
+    if (k > 0 && ctl2(g, b, ML_DETS, NULL, 0, g->buf, (size_t)k))
+        g->store = -1;   /* marked as sent to b, but not sent: all again next time */
     else if (k < 0)
         PHX_ERROR("mlog", "determinant flush failed: %s", phx_strerror((int)k));
 }
@@ -194,9 +195,43 @@ void phx_mlog_send_gate(void *ctx, int worker)
     atomic_fetch_add_explicit(&g->pend, 1, memory_order_relaxed);
 }
 
+static void on_retry(uv_timer_t *t)
+{
+    mlog_t *g = t->data;
+    if (!g->hold_h) {
+        uv_timer_stop(t);
+        return;
+    }
+    if (g->releases == g->releases_seen)
+        phx_mlog_flush(g);
+    g->releases_seen = g->releases;
+}
+
+void phx_mlog_hold_start(mlog_t *g)
+{
+    if (!g->pess)
+        return;
+    uv_timer_init(&g->n->loop, &g->retry_timer);
+    g->retry_timer.data = g;
+    g->retry_on = 1;
+}
+
+void phx_mlog_hold_stop(mlog_t *g)
+{
+    if (!g->retry_on)
+        return;
+    g->retry_on = 0;
+    uv_timer_stop(&g->retry_timer);
+    uv_close((uv_handle_t *)&g->retry_timer, NULL);
+}
+
 /* Comm thread: m is in a group (this drain's, or a new one). */
 static void hold(mlog_t *g, phx_msg_t *m)
 {
+    if (!g->hold_h && g->retry_on && !uv_is_active((uv_handle_t *)&g->retry_timer)) {
+        g->releases_seen = g->releases;
+        uv_timer_start(&g->retry_timer, on_retry, 100, 100);
+    }
     size_t nw = (size_t)g->n->nworkers;
     if (remote_frame(m)) {
         if (!g->grp_batch) {
@@ -275,6 +310,7 @@ void phx_mlog_hold_release(mlog_t *g)
     }
     if (!freed)
         return;
+    g->releases++;
     atomic_fetch_sub_explicit(&g->pend, freed, memory_order_release);
     wake(g);
     phx_term_flush(g->n);
