@@ -147,14 +147,14 @@ static int ml_init(phx_node_t *n, void **out)
     }
     g->store = -1;
     if (g->pess) {
-        g->grp_snap = calloc((size_t)GRP_MAX * (size_t)n->nworkers, sizeof *g->grp_snap);
+        g->hold = phx_ml_hold_create(n->nworkers);
         g->bsnap = calloc((size_t)n->nworkers, sizeof *g->bsnap);
     }
     phx_ml_cfg_t c = { .rank = n->rank, .n = n->size, .inc = n->inc, .nq = n->nworkers, .qcap = QCAP,
                        .pessimistic = g->pess };
     phx_map_init(&g->rep);
     pthread_rwlock_init(&g->rep_lock, NULL);
-    int rc = (g->team > 1 && !(g->own && g->seq_hw)) || (g->pess && !(g->grp_snap && g->bsnap)) ? PHX_ENOMEM : phx_mlog_round_init(g);
+    int rc = (g->team > 1 && !(g->own && g->seq_hw)) || (g->pess && !(g->hold && g->bsnap)) ? PHX_ENOMEM : phx_mlog_round_init(g);
     if (!rc && !(g->ml = phx_ml_create(&c)))
         rc = PHX_ENOMEM;
     /* Published before cr's init, which pauses the workers of a respawned
@@ -169,7 +169,7 @@ static int ml_init(phx_node_t *n, void **out)
         phx_map_free(&g->rep);
         free(g->own);
         free(g->seq_hw);
-        free(g->grp_snap);
+        phx_ml_hold_destroy(g->hold);
         free(g->bsnap);
         free(g);
         return rc;
@@ -286,7 +286,7 @@ static void ml_destroy(void *st)
 {
     mlog_t *g = st;
     phx_mlog_hold_drop(g);
-    free(g->grp_snap);
+    phx_ml_hold_destroy(g->hold);
     free(g->bsnap);
     phx_mlog_free_replays(g);
     pthread_rwlock_destroy(&g->rep_lock);

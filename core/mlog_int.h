@@ -27,6 +27,7 @@
 #include "core/cr.h"
 #include "core/node.h"
 #include "core/recovery.h"
+#include "ft/mlog/hold.h"
 #include "ft/mlog/msg.h"
 #include "ft/mlog/rec.h"
 #include "ft/mlog/scml.h"
@@ -41,10 +42,6 @@ enum { ML_DETS = PHX_CTRL_CR_LAST + 1, ML_ACK, ML_RDETS, ML_RDONE, ML_ACKDETS, M
 /* Causal: dets owed an ack before one goes without a frame to carry it
  * (well below QCAP, so an origin's queue never fills for want of acks). */
 #define ACK_BATCH (QCAP / 16)
-/* Pessimistic: groups of held frames (mlog_t.grp_*); when all are in use
- * a new drain's frames join the newest group, whose snapshot moves to the
- * new one (later: it covers more, so it is still sound). */
-#define GRP_MAX 64
 #define ML_SPAWN_BIT (1u << 31)   /* in a logged tag: the entry is a spawn */
 
 typedef struct mlog {
@@ -80,20 +77,14 @@ typedef struct mlog {
     uint8_t *buf;               /* trailer scratch (comm thread) */
     size_t cap;
     _Atomic int flush_asked;    /* pessimistic: a full flush request is queued */
-    /* Pessimistic hold (comm thread; see mlog_log.c): app and spawn frames
-     * for other nodes, and whatever the outbox sends behind them, wait in
-     * hold (linked through qn.next, in order) until the dets published
-     * before they reached the comm thread are stored on the next live
-     * rank. Held frames form groups, oldest first, each with one snapshot
-     * of every queue's published end (grp_snap: GRP_MAX x nworkers); a
-     * drain's frames share the group of the snapshot taken once, at the
-     * drain's first frame that waits. */
-    phx_msg_t *hold_h, *hold_t;
-    uint64_t *grp_snap;
-    uint32_t grp_n[GRP_MAX];        /* frames in each group */
-    int grp_first, grp_len;         /* ring of groups */
-    int grp_batch;                  /* this drain's group joins it (1), or a new one (0) */
-    uint64_t *bsnap;                /* this drain's snapshot (nworkers) */
+    /* Pessimistic hold (comm thread; see mlog_log.c and ft/mlog/hold.h):
+     * app and spawn frames for other nodes, and whatever the outbox sends
+     * behind them, wait there in order until the dets published before
+     * they reached the comm thread are stored on the next live rank. A
+     * drain's frames share one snapshot (bsnap, nworkers values), taken
+     * at its first frame that waits. */
+    phx_ml_hold_t *hold;
+    uint64_t *bsnap;
     int bsnap_on;                   /* bsnap taken in this drain */
     int store;                      /* the rank dets were last flushed to (-1: none) */
     /* While frames are held: every 100 ms without a release, every

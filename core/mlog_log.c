@@ -198,7 +198,7 @@ void phx_mlog_send_gate(void *ctx, int worker)
 static void on_retry(uv_timer_t *t)
 {
     mlog_t *g = t->data;
-    if (!g->hold_h) {
+    if (!phx_ml_hold_len(g->hold)) {
         uv_timer_stop(t);
         return;
     }
@@ -225,58 +225,32 @@ void phx_mlog_hold_stop(mlog_t *g)
     uv_close((uv_handle_t *)&g->retry_timer, NULL);
 }
 
-/* Comm thread: m is in a group (this drain's, or a new one). */
-static void hold(mlog_t *g, phx_msg_t *m)
-{
-    if (!g->hold_h && g->retry_on && !uv_is_active((uv_handle_t *)&g->retry_timer)) {
-        g->releases_seen = g->releases;
-        uv_timer_start(&g->retry_timer, on_retry, 100, 100);
-    }
-    size_t nw = (size_t)g->n->nworkers;
-    if (remote_frame(m)) {
-        if (!g->grp_batch) {
-            if (g->grp_len < GRP_MAX)
-                g->grp_n[(g->grp_first + g->grp_len++) % GRP_MAX] = 0;
-            int last = (g->grp_first + g->grp_len - 1) % GRP_MAX;
-            memcpy(g->grp_snap + (size_t)last * nw, g->bsnap, nw * sizeof *g->bsnap);
-            g->grp_batch = 1;
-        }
-        atomic_fetch_add_explicit(&g->gate_waits, 1, memory_order_relaxed);
-    }
-    /* Anything else waits only for the frames ahead of it: the newest group. */
-    g->grp_n[(g->grp_first + g->grp_len - 1) % GRP_MAX]++;
-    m->qn.next = NULL;
-    if (g->hold_t)
-        g->hold_t->qn.next = &m->qn;
-    else
-        g->hold_h = m;
-    g->hold_t = m;
-}
-
-static phx_msg_t *unhold(mlog_t *g)
-{
-    phx_msg_t *m = g->hold_h;
-    g->hold_h = (phx_msg_t *)m->qn.next;
-    if (!g->hold_h)
-        g->hold_t = NULL;
-    m->qn.next = NULL;
-    return m;
-}
-
 int phx_mlog_out_gate(void *ctx, phx_msg_t *m)
 {
     mlog_t *g = ctx;
     int app = remote_frame(m);
     if (!atomic_load(&g->n->stopping)) {
+        size_t held = phx_ml_hold_len(g->hold);
         if (app && !g->bsnap_on) {
             /* Taken after the outbox was spliced: it holds every det
              * published before any frame of this drain was queued. */
             phx_ml_gate_snap(g->ml, g->bsnap);
             g->bsnap_on = 1;
         }
-        if (g->hold_h || (app && !phx_ml_gate_open(g->ml, g->bsnap))) {
-            hold(g, m);
-            return 1;
+        if (held || (app && !phx_ml_gate_open(g->ml, g->bsnap))) {
+            int rc = phx_ml_hold_put(g->hold, m, app ? g->bsnap : NULL);
+            if (rc) {   /* sending it now would break the protocol */
+                PHX_ERROR("mlog", "a frame cannot be held (%s): ending the job", phx_strerror(rc));
+                phx_node_exit(g->n, PHX_EXIT_WORK_LOST, 1);
+            } else {
+                if (!held && g->retry_on && !uv_is_active((uv_handle_t *)&g->retry_timer)) {
+                    g->releases_seen = g->releases;
+                    uv_timer_start(&g->retry_timer, on_retry, 100, 100);
+                }
+                if (app)
+                    atomic_fetch_add_explicit(&g->gate_waits, 1, memory_order_relaxed);
+                return 1;
+            }
         }
     }
     if (app && atomic_fetch_sub_explicit(&g->pend, 1, memory_order_release) == 1)
@@ -288,25 +262,24 @@ void phx_mlog_out_drained(void *ctx)
 {
     mlog_t *g = ctx;
     g->bsnap_on = 0;
-    g->grp_batch = 0;
-    if (g->hold_h)
+    phx_ml_hold_batch_end(g->hold);
+    if (phx_ml_hold_len(g->hold))
         flush_new(g);
 }
 
-/* Comm thread: lets go, in order, every group whose snapshot is stored. */
+static int stored(void *arg, const uint64_t *snap)
+{
+    mlog_t *g = arg;
+    return phx_ml_gate_open(g->ml, snap);
+}
+
+/* Comm thread: lets go, in order, every frame whose snapshot is stored. */
 void phx_mlog_hold_release(mlog_t *g)
 {
-    size_t nw = (size_t)g->n->nworkers;
     int64_t freed = 0;
-    while (g->grp_len && phx_ml_gate_open(g->ml, g->grp_snap + (size_t)g->grp_first * nw)) {
-        for (uint32_t k = g->grp_n[g->grp_first]; k; k--) {
-            phx_msg_t *m = unhold(g);
-            freed += remote_frame(m);
-            phx_outbox_send(g->n, m);
-        }
-        g->grp_first = (g->grp_first + 1) % GRP_MAX;
-        if (!--g->grp_len)
-            g->grp_batch = 0;
+    for (phx_msg_t *m; g->hold && (m = phx_ml_hold_next(g->hold, stored, g));) {
+        freed += remote_frame(m);
+        phx_outbox_send(g->n, m);
     }
     if (!freed)
         return;
@@ -322,14 +295,11 @@ void phx_mlog_hold_release(mlog_t *g)
 void phx_mlog_hold_drop(mlog_t *g)
 {
     int64_t freed = 0;
-    while (g->hold_h) {
-        phx_msg_t *m = unhold(g);
+    for (phx_msg_t *m; g->hold && (m = phx_ml_hold_pop(g->hold));) {
         freed += remote_frame(m);
         phx_msg_free(m);
         atomic_fetch_sub(&g->n->work, 1);
     }
-    g->grp_len = 0;
-    g->grp_batch = 0;
     if (freed) {
         atomic_fetch_sub(&g->pend, freed);
         wake(g);
