@@ -89,6 +89,7 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
         /* A newcomer's trailers carry the epoch it joined at (survivors
          * committed it just before: nothing changes there). */
         phx_ml_checkpoint(g->ml, epoch);
+        phx_mlog_hold_release(g);
         return;
     }
     if (what == PHX_CR_COMMIT)

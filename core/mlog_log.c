@@ -198,6 +198,7 @@ void phx_mlog_send_gate(void *ctx, int worker)
 static void on_retry(uv_timer_t *t)
 {
     mlog_t *g = t->data;
+    phx_mlog_hold_release(g);   /* acked otherwise meanwhile (a checkpoint at a join) */
     if (!phx_ml_hold_len(g->hold)) {
         uv_timer_stop(t);
         return;
