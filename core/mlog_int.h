@@ -4,7 +4,7 @@
  *                  control-frame dispatch;
  *   mlog_log.c     recording: the delivery and send hooks, det queues,
  *                  the det frames sent ahead of an app frame, acks, the
- *                  pessimistic gate;
+ *                  pessimistic hold of outgoing frames;
  *   mlog_round.c   the partial round: feeds its events to the state
  *                  machine ft/mlog/rec.h and carries out its actions (the
  *                  hand-back of dets and logged messages, RDONE/RFIN, the

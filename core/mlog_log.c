@@ -20,10 +20,9 @@
  *     a flush and an ack per send). A worker that pauses for a checkpoint
  *     or a round first waits until no frame is held (pend), so that a
  *     checkpoint's cut finds every frame sent before it on the links;
- * *   - ML_DETS at a receiver: stored (detLog), acknowledged with ML_ACK.
+ *   - ML_DETS at a receiver: stored (detLog), acknowledged with ML_ACK.
  * Threads: the comm thread, except the worker hooks (delivered, record,
- * send_gate), which touch only their own queue, atomics and (the gate)
- * reads of every queue's indices. */
+ * send_gate, pause_wait), which touch only their own queue and atomics. */
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
