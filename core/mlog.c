@@ -89,6 +89,7 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
         /* A newcomer's trailers carry the epoch it joined at (survivors
          * committed it just before: nothing changes there). */
         phx_ml_checkpoint(g->ml, epoch);
+        phx_mlog_hold_release(g);
         return;
     }
     if (what == PHX_CR_COMMIT)
@@ -107,6 +108,7 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
          * follows), and its hold would keep every checkpoint back (cr is
          * in its round: nothing begins at the release). */
         phx_mlog_rollback(g);
+        phx_mlog_hold_drop(g);   /* the future they came from is undone */
         atomic_store(&g->own_on, 0);   /* no partial recovery follows a global rollback */
         phx_team_relog_clear(&g->relog);
     }
@@ -119,9 +121,10 @@ static void ml_listen(void *arg, int what, uint64_t epoch)
     /* A commit makes the logged messages and the dets it holds useless
      * (Alg. 4; dets sent after their origin's commit stay); a rollback
      * undoes what they all describe. Workers are paused either way. */
-    if (what == PHX_CR_COMMIT)
+    if (what == PHX_CR_COMMIT) {
         phx_ml_checkpoint(g->ml, epoch);
-    else
+        phx_mlog_hold_release(g);   /* every det is in the checkpoint now */
+    } else
         phx_ml_rollback(g->ml, epoch);
     g->log_bytes = 0;
     phx_mlog_gauges(g);
@@ -143,13 +146,16 @@ static int ml_init(phx_node_t *n, void **out)
         g->seq_hw = calloc((size_t)n->nworkers, sizeof *g->seq_hw);
         atomic_store(&g->own_on, g->own != NULL);
     }
-    if (g->pess)
-        g->snap = calloc((size_t)n->nworkers * (size_t)n->nworkers, sizeof *g->snap);
+    g->store = -1;
+    if (g->pess) {
+        g->hold = phx_ml_hold_create(n->nworkers);
+        g->bsnap = calloc((size_t)n->nworkers, sizeof *g->bsnap);
+    }
     phx_ml_cfg_t c = { .rank = n->rank, .n = n->size, .inc = n->inc, .nq = n->nworkers, .qcap = QCAP,
                        .pessimistic = g->pess };
     phx_map_init(&g->rep);
     pthread_rwlock_init(&g->rep_lock, NULL);
-    int rc = (g->team > 1 && !(g->own && g->seq_hw)) || (g->pess && !g->snap) ? PHX_ENOMEM : phx_mlog_round_init(g);
+    int rc = (g->team > 1 && !(g->own && g->seq_hw)) || (g->pess && !(g->hold && g->bsnap)) ? PHX_ENOMEM : phx_mlog_round_init(g);
     if (!rc && !(g->ml = phx_ml_create(&c)))
         rc = PHX_ENOMEM;
     /* Published before cr's init, which pauses the workers of a respawned
@@ -164,7 +170,8 @@ static int ml_init(phx_node_t *n, void **out)
         phx_map_free(&g->rep);
         free(g->own);
         free(g->seq_hw);
-        free(g->snap);
+        phx_ml_hold_destroy(g->hold);
+        free(g->bsnap);
         free(g);
         return rc;
     }
@@ -173,6 +180,7 @@ static int ml_init(phx_node_t *n, void **out)
     if (g->team > 1)
         phx_cr_partial_rolls(g->cr, phx_mlog_rolls);
     phx_mlog_round_start(g);
+    phx_mlog_hold_start(g);
     return 0;
 }
 
@@ -210,7 +218,10 @@ static void ml_on_checkpoint(void *st)
 
 static void ml_worker_pause(void *st, phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt)
 {
-    CR->worker_pause(((mlog_t *)st)->cr, w, lh, lt);
+    mlog_t *g = st;
+    if (g->pess)
+        phx_mlog_pause_wait(g);   /* nothing held when the cut comes */
+    CR->worker_pause(g->cr, w, lh, lt);
 }
 
 static void ml_stop(void *st)
@@ -248,6 +259,7 @@ static void ml_stop(void *st)
                 phx_evlog("mlog_pending", "\"task\":\"%#llx\"", (unsigned long long)w->pending.keys[k]);
     }
     phx_mlog_replay_dump(g);
+    phx_mlog_hold_drop(g);   /* the job is over: nothing more leaves */
     /* Thesis Table 3.1's figures for this node. */
     phx_evlog("mlog_stats",
               "\"dets\":%llu,\"logged\":%llu,\"logged_bytes\":%llu,\"local\":%llu,\"frames_pb\":%llu,"
@@ -267,13 +279,16 @@ static void ml_stop(void *st)
     for (int i = 0; i < g->n->nworkers; i++)
         phx_detq_close(phx_ml_queue(g->ml, i));   /* workers blocked on a full queue leave */
     phx_mlog_round_stop(g);
+    phx_mlog_hold_stop(g);
     CR->stop(g->cr);
 }
 
 static void ml_destroy(void *st)
 {
     mlog_t *g = st;
-    free(g->snap);
+    phx_mlog_hold_drop(g);
+    phx_ml_hold_destroy(g->hold);
+    free(g->bsnap);
     phx_mlog_free_replays(g);
     pthread_rwlock_destroy(&g->rep_lock);
     phx_mlog_own_clear(g);
@@ -293,8 +308,9 @@ static void ml_destroy(void *st)
 #define WORKER_HOOKS .delivered = phx_mlog_delivered, .admit = phx_mlog_admit, .admit_next = phx_mlog_admit_next, .spawn = phx_mlog_spawn
 #define NO_WORKER_HOOKS .delivered = NULL
 /* Pessimistic: a message leaves the node only once the determinants made
- * so far are stored on another node. */
-#define PESS_WORKER_HOOKS WORKER_HOOKS, .send = phx_mlog_send_gate
+ * before it are stored on another node (held on the comm thread until then). */
+#define PESS_WORKER_HOOKS WORKER_HOOKS, .send = phx_mlog_send_gate, .out_gate = phx_mlog_out_gate, \
+                          .out_drained = phx_mlog_out_drained
 #define OPS(nm, hlp, hooks)                                                                                  \
     {                                                                                                          \
         .name = nm, .help = hlp, .configure = ml_configure, .init = ml_init, .on_start = ml_on_start,          \

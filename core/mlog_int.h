@@ -4,7 +4,7 @@
  *                  control-frame dispatch;
  *   mlog_log.c     recording: the delivery and send hooks, det queues,
  *                  the det frames sent ahead of an app frame, acks, the
- *                  pessimistic gate;
+ *                  pessimistic hold of outgoing frames;
  *   mlog_round.c   the partial round: feeds its events to the state
  *                  machine ft/mlog/rec.h and carries out its actions (the
  *                  hand-back of dets and logged messages, RDONE/RFIN, the
@@ -27,6 +27,7 @@
 #include "core/cr.h"
 #include "core/node.h"
 #include "core/recovery.h"
+#include "ft/mlog/hold.h"
 #include "ft/mlog/msg.h"
 #include "ft/mlog/rec.h"
 #include "ft/mlog/scml.h"
@@ -75,14 +76,32 @@ typedef struct mlog {
     uint64_t team_unlogged, relogs_skipped;
     uint8_t *buf;               /* trailer scratch (comm thread) */
     size_t cap;
-    _Atomic int flush_asked;    /* pessimistic: a flush request is queued */
-    /* Pessimistic send waits: acks counts ML_ACKs handled (a futex word,
-     * bumped by the comm thread), waiters the workers sleeping on it;
-     * snap holds one gate snapshot per worker (nworkers x nworkers). */
+    _Atomic int flush_asked;    /* pessimistic: a full flush request is queued */
+    /* Pessimistic hold (comm thread; see mlog_log.c and ft/mlog/hold.h):
+     * app and spawn frames for other nodes, and whatever the outbox sends
+     * behind them, wait there in order until the dets published before
+     * they reached the comm thread are stored on the next live rank. A
+     * drain's frames share one snapshot (bsnap, nworkers values), taken
+     * at its first frame that waits. */
+    phx_ml_hold_t *hold;
+    uint64_t *bsnap;
+    int bsnap_on;                   /* bsnap taken in this drain */
+    int store;                      /* the rank dets were last flushed to (-1: none) */
+    /* While frames are held: every 100 ms without a release, every
+     * unacked det again (a flush whose frame was lost without a failure
+     * notice must not hold frames for ever). */
+    uv_timer_t retry_timer;
+    int retry_on;                   /* retry_timer initialised */
+    uint64_t releases, releases_seen;
+    /* Remote frames workers queued and the hold did not let go yet (any
+     * thread; the comm thread bumps acks when it falls): a worker pausing
+     * for a checkpoint or a round waits until it is 0, so a checkpoint's
+     * cut never finds a frame held. acks: a futex word, bumped by the comm
+     * thread at every ack and release; waiters: the workers sleeping on it. */
+    _Atomic int64_t pend;
     _Atomic uint32_t acks;
     _Atomic int waiters;
-    uint64_t *snap;
-    _Atomic uint64_t gate_waits;   /* sends that had to wait for an ack */
+    _Atomic uint64_t gate_waits;   /* frames that had to wait for an ack */
     uint64_t ctrl_frames;
     uint64_t trailers;          /* det frames sent ahead of an app frame */
     /* Replay of the partial recovery (mlog_replay.c). */
@@ -122,6 +141,18 @@ int phx_mlog_log_ctrl(mlog_t *g, int peer, const phx_frame_hdr_t *h, const uint8
 /* Worker hooks (phx_recovery_ops_t). */
 void phx_mlog_delivered(void *ctx, int worker, phx_tid_t dst, phx_tid_t src, uint64_t ssn, uint64_t rsn, uint32_t inc);
 void phx_mlog_send_gate(void *ctx, int worker);
+/* Worker, before it parks for a checkpoint or a round (pessimistic): waits
+ * until no frame any worker queued is held. */
+void phx_mlog_pause_wait(mlog_t *g);
+/* Comm thread (pessimistic): the outbox hooks (phx_recovery_ops_t), and
+ * the hold's end at a rollback or at stop (its frames are dropped). */
+int phx_mlog_out_gate(void *ctx, phx_msg_t *m);
+void phx_mlog_out_drained(void *ctx);
+void phx_mlog_hold_release(mlog_t *g);
+void phx_mlog_hold_drop(mlog_t *g);
+/* Comm thread: the retry timer, once init can no longer fail; its close at stop. */
+void phx_mlog_hold_start(mlog_t *g);
+void phx_mlog_hold_stop(mlog_t *g);
 
 /* ---- mlog_replay.c: replay of restored tasks ------------------------------ */
 int phx_mlog_lost_home(const mlog_t *g, uint64_t tid);

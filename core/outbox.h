@@ -12,6 +12,13 @@
 
 typedef struct phx_node phx_node_t;
 
+/* A message taken from the outbox (any kind but PHX_MK_CALL) leaves: to
+ * the transport, or it ends the job (PHX_MK_EXIT), or it is dropped once
+ * the job is over; it stops counting as the node's work. The drain calls
+ * it for each message the recovery mode's out_gate did not keep; the mode
+ * calls it for those it kept, in their order, when it lets them go. */
+void phx_outbox_send(phx_node_t *n, phx_msg_t *m);
+
 /* After the loop: frees what is still queued. */
 void phx_outbox_free(phx_node_t *n);
 

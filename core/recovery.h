@@ -102,9 +102,16 @@ typedef struct phx_recovery_ops {
      * its fresh id. */
     phx_tid_t (*spawn)(void *st, int worker, phx_task_t *parent, phx_tid_t id);
     /* send: before a message a handler made (send or spawn) is queued for
-     * another node; may block (mlog-pessimistic: until the determinants
-     * made so far are stored on another node). */
+     * another node; never blocks (mlog-pessimistic counts it, so that a
+     * pause can wait until it has left: see out_gate). */
     void (*send)(void *st, int worker);
+    /* out_gate (comm thread): the outbox is about to send m (any kind but
+     * PHX_MK_CALL); 1: the mode keeps it and hands it to phx_outbox_send
+     * (core/outbox.h) later, every kept message in the order they came
+     * (mlog-pessimistic: until the determinants made before it are stored
+     * on another node). out_drained: after each drain of the outbox. */
+    int (*out_gate)(void *st, phx_msg_t *m);
+    void (*out_drained)(void *st);
 } phx_recovery_ops_t;
 
 /* ---- wrappers the node calls (no-ops without a mode) --------------------- */

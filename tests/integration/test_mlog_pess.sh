@@ -4,7 +4,8 @@
 # node before the determinants of the deliveries made so far are stored on
 # the next live rank; a worker that waited for that at every delivery
 # (before the handler, whether it sends or not) made a task receiving k
-# messages per step wait k round trips, where one suffices.
+# messages per step wait k round trips, where one suffices. Now no worker
+# waits at all: the comm thread holds the frames until the acks cover them.
 # 4 loopback nodes x 2 workers, jacobi -N 256 (latency-bound: small blocks),
 # a checkpoint every 50 iterations; ROUNDS interleaved runs of none and
 # mlog-pessimistic. Checks: every run prints the sequential checksum, and
@@ -42,9 +43,10 @@ for r in $(seq "$ROUNDS"); do
     echo "# round $r: none, mlog-pessimistic ms:$line"
     echo "$line" | awk '$1 > 0 { print $2 / $1 }' >>"$TMP/ratios"
 done
-# The mechanism, whatever the timing: a worker waits only at a message
-# leaving its node (at most once per remote send), never per delivery;
-# jacobi makes far more deliveries (local ones included) than remote sends.
+# The mechanism, whatever the timing: only a frame leaving its node waits
+# (held by the comm thread, at most once per remote send), never a
+# delivery; jacobi makes far more deliveries (local ones included) than
+# remote sends.
 timeout 120 "$PHX" run -n $N "$BIN/jacobi" --phx-ft=1 --phx-recovery=mlog-pessimistic \
     --phx-eventlog="$TMP/ev.%r.jsonl" $ARGS >/dev/null 2>&1
 read -r waits logged dets < <(cat "$TMP"/ev.*.jsonl 2>/dev/null | python3 -c '

@@ -48,8 +48,12 @@
 #     of FARGS (default "-N 256 -i 3000 -c 500" and "-N 2048 -i 300 -c 100");
 #     per round each mode's whole-job wall (phx run, startup included) and
 #     jacobi's own ms over none's, medians of the ratios, against the goals
-#     (mlog-pessimistic <= 1.5x none, mlog-causal <= 1.03x); a run counts
-#     only with the sequential checksum.
+#     (mlog-pessimistic <= 1.5x none, mlog-causal <= 1.03x), and the CPU
+#     time of the whole job (user + sys of phx run and its nodes) over
+#     none's; a run counts only with the sequential checksum. MODES5
+#     (default "none mlog-causal mlog-pessimistic") picks the modes (none
+#     first: the ratios are against it); BASE5=BUILD_DIR runs a second
+#     build in the same rounds (A/B: "base", then "this").
 # Usage: tools/bench/bench_mlog.sh BUILD_DIR [REPS]
 #   PARTS=1,2,3,4,5 (default all); OPS=200000 operations per producer; TS="1 2 4 8";
 #   JARGS="-N 2048 -i 2500 -c 250" jacobi's arguments for part 2, MODES2 its modes (none-T: none running jacobi -T, mlog-fast's baseline); part 3:
@@ -362,11 +366,16 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
 
 if part 5; then
-FMODES="none mlog-causal mlog-pessimistic"
+FMODES=${MODES5:-"none mlog-causal mlog-pessimistic"}
+# Builds: this one (label "this"), and with BASE5=BUILD_DIR a second one
+# ("base") run in the same rounds, just before it.
+FBUILDS="this=$B"
+[ -n "${BASE5:-}" ] && FBUILDS="base=$BASE5/bin $FBUILDS"
 echo
 echo "5. fault-free wall against none, jacobi on 8 nodes (default workers); ratios per round, medians"
+echo "   (builds: $FBUILDS; load at the start $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-printf '| jacobi | mode | runs | wall s (median) | jacobi ms (median) | wall / none | jacobi ms / none | goal |\n|---|---|---|---|---|---|---|---|\n'
+printf '| jacobi | build | mode | runs | wall s (median) | jacobi ms (median) | CPU s (median) | wall / none | jacobi ms / none | CPU / none | goal |\n|---|---|---|---|---|---|---|---|---|---|---|\n'
 IFS=';' read -ra FSETS <<<"${FARGS:-"-N 256 -i 3000 -c 500;-N 2048 -i 300 -c 100"}"
 for fa in "${FSETS[@]}"; do
     # shellcheck disable=SC2086
@@ -374,31 +383,40 @@ for fa in "${FSETS[@]}"; do
     : >"$T/f5"
     for _ in $(seq "$REPS"); do
         line=""
-        for m in $FMODES; do
-            # shellcheck disable=SC2086
-            out=$(/usr/bin/time -f "wall %e" -o "$T/wall" "$B/phx" run -n 8 "$B/jacobi" --phx-ft=1 \
-                --phx-recovery="$m" $fa 2>/dev/null | tail -1)
-            sum=$(echo "$out" | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p')
-            ms=$(echo "$out" | sed -n 's/.*(\([0-9.]*\) ms).*/\1/p')
-            w=$(awk '$1 == "wall" { print $2 }' "$T/wall")
-            [ "$sum" = "$ref" ] || { w=""; ms=""; echo "part 5: $m $fa: checksum ${sum:-none}, expected $ref" >&2; }
-            line="$line w_$m=$w ms_$m=$ms"
+        for fb in $FBUILDS; do
+            lb=${fb%%=*} bd=${fb#*=}
+            for m in $FMODES; do
+                # shellcheck disable=SC2086
+                out=$(/usr/bin/time -f "wall %e %U %S" -o "$T/wall" "$bd/phx" run -n 8 "$bd/jacobi" --phx-ft=1 \
+                    --phx-recovery="$m" $fa 2>/dev/null | tail -1)
+                sum=$(echo "$out" | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p')
+                ms=$(echo "$out" | sed -n 's/.*(\([0-9.]*\) ms).*/\1/p')
+                w=$(awk '$1 == "wall" { print $2 }' "$T/wall")
+                cpu=$(awk '$1 == "wall" { print $3 + $4 }' "$T/wall")
+                [ "$sum" = "$ref" ] || { w=""; ms=""; cpu=""; echo "part 5: $lb $m $fa: checksum ${sum:-none}, expected $ref" >&2; }
+                line="$line w_${lb}_$m=$w ms_${lb}_$m=$ms c_${lb}_$m=$cpu"
+            done
         done
         echo "$line" >>"$T/f5"
     done
-    for m in $FMODES; do
-        runs=$(field "w_$m" <"$T/f5" | grep -c .)
-        w=$(field "w_$m" <"$T/f5" | grep . | median)
-        ms=$(field "ms_$m" <"$T/f5" | grep . | median)
-        rw=$(while read -r l; do a=$(echo "$l" | field "w_$m"); b=$(echo "$l" | field w_none)
-             awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0 && b > 0) print a / b }'; done <"$T/f5" | median)
-        rj=$(while read -r l; do a=$(echo "$l" | field "ms_$m"); b=$(echo "$l" | field ms_none)
-             awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0 && b > 0) print a / b }'; done <"$T/f5" | median)
-        case $m in mlog-pessimistic) goal=1.5 ;; mlog-causal) goal=1.03 ;; *) goal="" ;; esac
-        verdict=""
-        [ -n "$goal" ] && verdict="<= ${goal}x: $(awk -v r="${rw:-1e9}" -v g="$goal" 'BEGIN { print (r <= g) ? "yes" : "NO" }')"
-        printf '| %s | %s | %s | %s | %s | %.3f | %.3f | %s |\n' "$fa" "$m" "$runs" "${w:--}" "${ms:--}" "${rw:-0}" "${rj:-0}" "$verdict"
+    # ratio K: per round, K of the mode over K of the same build's none; median.
+    ratio() { while read -r l; do a=$(echo "$l" | field "$1_$2_$3"); b=$(echo "$l" | field "$1_$2_none")
+              awk -v a="$a" -v b="$b" 'BEGIN { if (a > 0 && b > 0) print a / b }'; done <"$T/f5" | median; }
+    for fb in $FBUILDS; do
+        lb=${fb%%=*}
+        for m in $FMODES; do
+            runs=$(field "w_${lb}_$m" <"$T/f5" | grep -c .)
+            w=$(field "w_${lb}_$m" <"$T/f5" | grep . | median)
+            ms=$(field "ms_${lb}_$m" <"$T/f5" | grep . | median)
+            cpu=$(field "c_${lb}_$m" <"$T/f5" | grep . | median)
+            rw=$(ratio w "$lb" "$m"); rj=$(ratio ms "$lb" "$m"); rc=$(ratio c "$lb" "$m")
+            case $m in mlog-pessimistic) goal=1.5 ;; mlog-causal) goal=1.03 ;; *) goal="" ;; esac
+            verdict=""
+            [ -n "$goal" ] && verdict="<= ${goal}x: $(awk -v r="${rw:-1e9}" -v g="$goal" 'BEGIN { print (r <= g) ? "yes" : "NO" }')"
+            printf '| %s | %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.3f | %s |\n' "$fa" "$lb" "$m" "$runs" "${w:--}" \
+                "${ms:--}" "${cpu:--}" "${rw:-0}" "${rj:-0}" "${rc:-0}" "$verdict"
+        done
     done
+    echo "load after $fa: $(cut -d' ' -f1-3 /proc/loadavg)"
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
