@@ -108,6 +108,54 @@ check "direct launch with the default secret file \$HOME/.phalanx/secret (rc $rc
 HOME=$S/nohome timeout -k 5 $JOB_S srun -Q -n 4 "$BIN/fib" 18 >"$TMP/srun4.out" 2>"$TMP/srun4.err"; rc=$?
 check "direct launch with no secret anywhere: fails, naming the file (rc $rc)" \
     eval '[ $rc != 0 ] && grep -q "nohome/.phalanx/secret" "$TMP/srun4.err" && ! grep -q "fib(18) =" "$TMP/srun4.out"'
+# ---- drain: `scancel --signal=TERM JOB.STEP` stops one node ------------------------
+# scancel signals every task of a step, and Slurm has no way to signal one
+# task of a multi-task step; so each node is its own one-task step here
+# (`srun -n 1 --overlap`, named after its rank, with the identity the phx
+# launcher gives: PHX_RANK, PHX_SIZE, PHX_PEERS, PHX_SECRET_FILE) inside one
+# allocation. apps/jacobi with recovery=cr on 4 nodes; once rank 0 logged
+# iteration 300 (of 3000, a checkpoint every 100), rank 3's step gets
+# SIGTERM through scancel. With drain-on=term (the default) it hands its
+# slices over at the next checkpoint and exits 0: every step exits 0, the
+# checksum is jacobi --seq's, and no failure, rollback or recovery round
+# happened.
+D=$TMP/drain; mkdir -p "$D"
+DN=4; DV=3
+DARGS="-N 256 -i 3000 -c 100"
+dref=$("$BIN/jacobi" --seq $DARGS -P $DN | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p')
+dpeers=""; for ((r = 0; r < DN; r++)); do dpeers+="${dpeers:+,}127.0.0.1:$((PB + 20 + r))"; done
+cat >"$D/steps.sh" <<EOF
+for r in \$(seq 0 $((DN - 1))); do
+    PHX_RANK=\$r PHX_SIZE=$DN PHX_PEERS=$dpeers PHX_JOB_ID=$$ PHX_WORKERS=1 \\
+        srun -Q -n 1 --overlap -J phxdrain$$-\$r "$BIN/jacobi" --phx-ft=1 --phx-recovery=cr \\
+        --phx-eventlog="$D/ev.%r.jsonl" $DARGS >"$D/out.\$r" 2>"$D/err.\$r" &
+    echo \$! >"$D/srun.\$r"
+done
+for r in \$(seq 0 $((DN - 1))); do wait \$(cat "$D/srun.\$r"); echo \$? >"$D/rc.\$r"; done
+EOF
+PHX_SECRET_FILE=$TMP/secret timeout -k 5 $JOB_S salloc -Q -n $DN bash "$D/steps.sh" >"$D/salloc.out" 2>&1 &
+SPID=$!
+if wait_event "$D/ev.0.jsonl" '"ev":"jacobi_iter","iter":300\}' $((JOB_S * 1000)) >/dev/null; then
+    step=$(squeue -h -s -o '%i %j' | awk -v n="phxdrain$$-$DV" '$2 == n { print $1 }')
+    scancel --signal=TERM "${step:-none}" 2>"$D/scancel.err"; src=$?
+    check "scancel --signal=TERM $step (rank $DV's step) at iteration 300 (rc $src)" [ "$src" = 0 ]
+else
+    fail "drain: rank 0 never logged iteration 300"
+fi
+wait $SPID; rc=$?
+dsum=$(sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' "$D"/out.* | sort -u)
+check "drain: the allocation ends with exit 0 (rc $rc)" [ "$rc" = 0 ]
+check "drain: every step exited 0, rank $DV's too ($(cat "$D"/rc.* 2>/dev/null | tr '\n' ' '))" \
+    [ "$(cat "$D"/rc.* 2>/dev/null | grep -c '^0$')" = $DN ]
+check "drain: checksum ${dsum:-none} equals jacobi --seq's $dref" eval '[ -n "$dref" ] && [ "$dsum" = "$dref" ]'
+check "drain: rank $DV drained and exited 0" \
+    eval 'grep -qs "\"ev\":\"drain_exit\"" "$D/ev.$DV.jsonl" && grep -qs "\"ev\":\"exit\",\"code\":0" "$D/ev.$DV.jsonl"'
+check "drain: every node applied the drain of rank $DV" \
+    [ "$(grep -ls "\"ev\":\"drain_done\",\"rank\":$DV," "$D"/ev.*.jsonl | wc -l)" = $DN ]
+for e in failure rollback recovery_done; do
+    check "drain: no $e event" eval '! grep -qs "\"ev\":\"$e\"" "$D"/ev.*.jsonl'
+done
+[ "$FAIL" = 0 ] || { echo "# drain:"; tail -n 5 "$D"/salloc.out "$D"/err.* "$D"/scancel.err 2>/dev/null | sed 's/^/#   /'; }
 # On a failure, say why.
 [ "$FAIL" = 0 ] || for f in salloc srun srun2 srun3; do
     grep -q . "$TMP/$f.err" 2>/dev/null && { echo "# $f.err:"; tail -n 8 "$TMP/$f.err" | sed 's/^/#   /'; }
