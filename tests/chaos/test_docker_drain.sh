@@ -1,0 +1,73 @@
+#!/bin/bash
+# Drain in Docker Compose: 4 containers run apps/jacobi with recovery=cr
+# (drain-on=term, the default). Once rank 0 logged iteration 500 (the job
+# runs 6000), `docker compose stop node3` (SIGTERM, SIGKILL after the
+# service's stop_grace_period) stops rank 3's container. The node is PID 1
+# of its container without an init; it installs its own SIGTERM handler, so
+# the kernel delivers the signal. Checks: rank 3 drains (hands its slices
+# over at the next checkpoint) and its container exits 0 before the grace
+# runs out, every node exits 0, the checksum equals jacobi --seq, no
+# failure, rollback or recovery round in any event log, nothing left.
+# Skips (77) without Docker.
+# Usage: test_docker_drain.sh BINDIR   Env: PHX_HB_TIMEOUT (delta).
+set -u
+BIN=$(cd "$1" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../integration/lib.sh"
+. "$HERE/../integration/docker_lib.sh"
+N=4
+V=3
+PROJ=phxdrain-$$
+
+dk_require
+dk_init "$PROJ" "phxdrain-$$:local"
+if docker compose version >/dev/null 2>&1; then DC=(docker compose); else DC=(docker-compose); fi
+
+export PHX_DOCKER_TIMEOUT=$((60 + 20 * HB_MS / 1000))
+# The grace must hold a checkpoint interval (200 iterations) and the cut.
+GRACE_S=$((10 + 2 * HB_MS / 1000))
+ARGS="-N 96 -i 6000 -c 200"
+REF=$(jacobi_ref $ARGS -P $N)
+[ -n "$REF" ] || { echo "FAIL - jacobi --seq printed no checksum"; exit 1; }
+echo "# $N containers, rank $V stopped, delta $HB_MS ms, grace ${GRACE_S}s, reference $REF"
+
+dk_image || { finish; exit; }
+
+OUT=$TMP/job
+mkdir -p "$OUT/data"
+T=$(now_ms)
+PHX_FT=1 PHX_LOG=info PHX_RECOVERY=cr PHX_EVENTLOG=/data/ev.%r.jsonl PHX_DOCKER_STOP_GRACE=${GRACE_S}s \
+PHX_DOCKER_OUT=$OUT PHX_DOCKER_PROJECT=$PROJ \
+    timeout -k 10 $((PHX_DOCKER_TIMEOUT + 60)) "$DK/run.sh" $N jacobi $ARGS >"$TMP/run.out" 2>"$TMP/run.err" &
+JB=$!; bgpid $JB
+if wait_event "$OUT/data/ev.0.jsonl" '"ev":"jacobi_iter","iter":500\}' $((60000 + 10 * HB_MS)) >/dev/null; then
+    t0=$(now_ms)
+    timeout $((GRACE_S + 30)) "${DC[@]}" -p "$PROJ" -f "$OUT/docker-compose.yml" stop node$V \
+        >"$TMP/stop.out" 2>&1; src=$?
+    t1=$(now_ms)
+    check "${DC[*]} stop node$V at iteration 500: done in $((t1 - t0)) ms (rc $src)" [ "$src" = 0 ]
+    check "node$V stopped within its grace (${GRACE_S}s): it drained, no SIGKILL" \
+        [ $((t1 - t0)) -lt $((GRACE_S * 1000)) ]
+    code=$(docker inspect -f '{{.State.ExitCode}}' "$PROJ-node$V" 2>/dev/null)
+    check "node$V's container exited 0 (got ${code:-none})" [ "$code" = 0 ]
+else
+    fail "rank 0 logs iteration 500"
+fi
+wait "$JB"; rc=$?
+echo "# job: $(( $(now_ms) - T )) ms, run.sh rc $rc"
+check "run.sh exits 0: every node, the stopped one included, exited 0 (rc $rc)" [ "$rc" = 0 ]
+all0() { local r; for ((r = 0; r < N; r++)); do [ "$(cat "$OUT/exit.$r" 2>/dev/null)" = 0 ] || return 1; done; }
+check "exit codes 0 for every node ($(cat "$OUT"/exit.* 2>/dev/null | tr '\n' ' '))" all0
+sums=$(cat "$OUT"/node*.log 2>/dev/null | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' | sort -u)
+check "checksum ${sums:-none} equals the reference $REF" [ "$sums" = "$REF" ]
+none() { ! grep -qs "$1" "$OUT"/data/ev.*.jsonl; }
+check "rank $V logged its drain" grep -qs '"ev":"drain_exit"' "$OUT/data/ev.$V.jsonl"
+check "every survivor applied the drain of rank $V" \
+    [ "$(grep -ls "\"ev\":\"drain_done\",\"rank\":$V," "$OUT"/data/ev.*.jsonl | wc -l)" = "$N" ]
+check "no failure declared" none '"ev":"failure"'
+check "nobody rolled back" none '"ev":"rollback"'
+check "no recovery round" none '"ev":"recovery_done"'
+[ "$FAIL" = 0 ] || { sed 's/^/#   /' "$TMP/run.err" "$TMP/stop.out"; grep -v 'WARN net' "$TMP/run.out" | tail -30 | sed 's/^/#   /'; }
+left=$(dk_left)
+check "no container or network of the test left ($left)" [ "$left" = 0 ]
+finish
