@@ -4,8 +4,11 @@
 # unprivileged ports. Runs fib on 4 nodes through `salloc -n 4 phx run`
 # and by direct launch `srun -n 4 fib` (no phx: each task derives its
 # identity from SLURM_PROCID, SLURM_NTASKS and SLURM_STEP_NODELIST), and
-# checks the results. Skips (77) where Slurm or munge is missing or cannot
-# start.
+# checks the results. Then the drain (recovery=cr, apps/jacobi): scancel
+# --signal=TERM of one node's own one-task step drains that node (exit 0,
+# the --seq checksum, no recovery round), and of the direct launch's whole
+# step cancels the job. Skips (77) where Slurm or munge is missing or
+# cannot start.
 # Usage: test_slurm.sh BINDIR
 BIN=$(cd "$1" && pwd)
 PHX="$BIN/phx"
@@ -155,7 +158,24 @@ check "drain: every node applied the drain of rank $DV" \
 for e in failure rollback recovery_done; do
     check "drain: no $e event" eval '! grep -qs "\"ev\":\"$e\"" "$D"/ev.*.jsonl'
 done
-[ "$FAIL" = 0 ] || { echo "# drain:"; tail -n 5 "$D"/salloc.out "$D"/err.* "$D"/scancel.err 2>/dev/null | sed 's/^/#   /'; }
+# The direct launch's one step of 4 tasks: scancel --signal=TERM JOB.STEP
+# reaches every node at once, as a cancelled job would; the job ends
+# non-zero saying so, with no result (never a drain into nobody).
+A=$TMP/all; mkdir -p "$A"
+PHX_SECRET_FILE=$TMP/secret PHX_WORKERS=1 timeout -k 5 $JOB_S srun -Q -n $DN -J phxall$$ "$BIN/jacobi" \
+    --phx-ft=1 --phx-recovery=cr --phx-eventlog="$A/ev.%r.jsonl" $DARGS >"$A/out" 2>"$A/err" &
+SPID=$!
+if wait_event "$A/ev.0.jsonl" '"ev":"jacobi_iter","iter":300\}' $((JOB_S * 1000)) >/dev/null; then
+    step=$(squeue -h -s -o '%i %j' | awk -v n="phxall$$" '$2 == n { print $1 }')
+    scancel --signal=TERM "${step:-none}" 2>"$A/scancel.err"; src=$?
+    check "scancel --signal=TERM $step (all 4 tasks of the step) at iteration 300 (rc $src)" [ "$src" = 0 ]
+else
+    fail "all: rank 0 never logged iteration 300"
+fi
+wait $SPID; rc=$?
+check "all: the job ends non-zero (rc $rc), says it was cancelled, prints no result" \
+    eval '[ $rc != 0 ] && [ $rc != 124 ] && grep -q "the job is cancelled" "$A/err" && ! grep -q checksum= "$A/out"'
+[ "$FAIL" = 0 ] || { echo "# drain:"; tail -n 5 "$D"/salloc.out "$D"/err.* "$D"/scancel.err "$A"/err 2>/dev/null | sed 's/^/#   /'; }
 # On a failure, say why.
 [ "$FAIL" = 0 ] || for f in salloc srun srun2 srun3; do
     grep -q . "$TMP/$f.err" 2>/dev/null && { echo "# $f.err:"; tail -n 8 "$TMP/$f.err" | sed 's/^/#   /'; }
