@@ -116,9 +116,11 @@ check "direct launch with no secret anywhere: fails, naming the file (rc $rc)" \
 # task of a multi-task step; so each node is its own one-task step here
 # (`srun -n 1 --overlap`, named after its rank, with the identity the phx
 # launcher gives: PHX_RANK, PHX_SIZE, PHX_PEERS, PHX_SECRET_FILE) inside one
-# allocation. apps/jacobi with recovery=cr on 4 nodes; once rank 0 logged
-# iteration 300 (of 3000, a checkpoint every 100), rank 3's step gets
-# SIGTERM through scancel. With drain-on=term (the default) it hands its
+# allocation. apps/jacobi with recovery=cr on 4 nodes; at iteration 300
+# (of 3000, a checkpoint every 100) jacobi's test gate holds the next
+# checkpoint and the job's end, rank 3's step gets SIGTERM through scancel,
+# and the gate opens once rank 3 logged its drain request (the signal lands
+# inside the job by construction). With drain-on=term (the default) it hands its
 # slices over at the next checkpoint and exits 0: every step exits 0, the
 # checksum is jacobi --seq's, and no failure, rollback or recovery round
 # happened.
@@ -131,20 +133,23 @@ cat >"$D/steps.sh" <<EOF
 for r in \$(seq 0 $((DN - 1))); do
     PHX_RANK=\$r PHX_SIZE=$DN PHX_PEERS=$dpeers PHX_JOB_ID=$$ PHX_WORKERS=1 \\
         srun -Q -n 1 --overlap -J phxdrain$$-\$r "$BIN/jacobi" --phx-ft=1 --phx-recovery=cr \\
-        --phx-eventlog="$D/ev.%r.jsonl" $DARGS >"$D/out.\$r" 2>"$D/err.\$r" &
+        --phx-eventlog="$D/ev.%r.jsonl" $DARGS -H 300 -g "$D/go" >"$D/out.\$r" 2>"$D/err.\$r" &
     echo \$! >"$D/srun.\$r"
 done
 for r in \$(seq 0 $((DN - 1))); do wait \$(cat "$D/srun.\$r"); echo \$? >"$D/rc.\$r"; done
 EOF
 PHX_SECRET_FILE=$TMP/secret timeout -k 5 $JOB_S salloc -Q -n $DN bash "$D/steps.sh" >"$D/salloc.out" 2>&1 &
 SPID=$!
-if wait_event "$D/ev.0.jsonl" '"ev":"jacobi_iter","iter":300\}' $((JOB_S * 1000)) >/dev/null; then
+if wait_event "$D/ev.*.jsonl" '"ev":"jacobi_hold","iter":300\}' $((JOB_S * 1000)) >/dev/null; then
     step=$(squeue -h -s -o '%i %j' | awk -v n="phxdrain$$-$DV" '$2 == n { print $1 }')
     scancel --signal=TERM "${step:-none}" 2>"$D/scancel.err"; src=$?
     check "scancel --signal=TERM $step (rank $DV's step) at iteration 300 (rc $src)" [ "$src" = 0 ]
+    check "drain: rank $DV got the SIGTERM and asked to drain" \
+        eval 'wait_event "$D/ev.$DV.jsonl" "\"ev\":\"drain_request\"" $((JOB_S * 1000)) >/dev/null'
 else
-    fail "drain: rank 0 never logged iteration 300"
+    fail "drain: the main task never logged its hold at iteration 300"
 fi
+gate_open "$D/go"
 wait $SPID; rc=$?
 dsum=$(sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' "$D"/out.* | sort -u)
 check "drain: the allocation ends with exit 0 (rc $rc)" [ "$rc" = 0 ]
@@ -163,15 +168,19 @@ done
 # non-zero saying so, with no result (never a drain into nobody).
 A=$TMP/all; mkdir -p "$A"
 PHX_SECRET_FILE=$TMP/secret PHX_WORKERS=1 timeout -k 5 $JOB_S srun -Q -n $DN -J phxall$$ "$BIN/jacobi" \
-    --phx-ft=1 --phx-recovery=cr --phx-eventlog="$A/ev.%r.jsonl" $DARGS >"$A/out" 2>"$A/err" &
+    --phx-ft=1 --phx-recovery=cr --phx-eventlog="$A/ev.%r.jsonl" $DARGS -H 300 -g "$A/go" >"$A/out" 2>"$A/err" &
 SPID=$!
-if wait_event "$A/ev.0.jsonl" '"ev":"jacobi_iter","iter":300\}' $((JOB_S * 1000)) >/dev/null; then
+if wait_event "$A/ev.*.jsonl" '"ev":"jacobi_hold","iter":300\}' $((JOB_S * 1000)) >/dev/null; then
     step=$(squeue -h -s -o '%i %j' | awk -v n="phxall$$" '$2 == n { print $1 }')
     scancel --signal=TERM "${step:-none}" 2>"$A/scancel.err"; src=$?
     check "scancel --signal=TERM $step (all 4 tasks of the step) at iteration 300 (rc $src)" [ "$src" = 0 ]
+    # The gate stays shut until the job ended or every node asked.
+    asked() { [ "$(grep -ls '"ev":"drain_request"' "$A"/ev.*.jsonl | wc -l)" = $DN ] || ! kill -0 $SPID 2>/dev/null; }
+    wait_for $JOB_S asked
 else
-    fail "all: rank 0 never logged iteration 300"
+    fail "all: the main task never logged its hold at iteration 300"
 fi
+gate_open "$A/go"
 wait $SPID; rc=$?
 check "all: the job ends non-zero (rc $rc), says it was cancelled, prints no result" \
     eval '[ $rc != 0 ] && [ $rc != 124 ] && grep -q "the job is cancelled" "$A/err" && ! grep -q checksum= "$A/out"'
