@@ -10,7 +10,9 @@
 # the kernel delivers the signal. Checks: rank 3 drains (hands its slices
 # over at the next checkpoint) and its container exits 0 before the grace
 # runs out, every node exits 0, the checksum equals jacobi --seq, no
-# failure, rollback or recovery round in any event log, nothing left.
+# failure, rollback or recovery round in any event log. Then the same
+# with drain-on=off: the stop is a crash (143), recovered, the same result.
+# Nothing left at the end.
 # Skips (77) without Docker.
 # Usage: test_docker_drain.sh BINDIR   Env: PHX_HB_TIMEOUT (delta).
 set -u
@@ -77,6 +79,33 @@ check "no failure declared" none '"ev":"failure"'
 check "nobody rolled back" none '"ev":"rollback"'
 check "no recovery round" none '"ev":"recovery_done"'
 [ "$FAIL" = 0 ] || { sed 's/^/#   /' "$TMP/run.err" "$TMP/stop.out"; grep -v 'WARN net' "$TMP/run.out" | tail -30 | sed 's/^/#   /'; }
+# ---- drain-on=off: docker stop is a crash, recovered -------------------------------
+# The same job and stop with PHX_DRAIN_ON=off: rank 3's container exits 143
+# (SIGTERM stops the node), the others recover its loss from the last
+# checkpoint and still print the reference; run.sh says not every node
+# exited 0. The gate opens once the container stopped.
+OUT2=$TMP/off
+mkdir -p "$OUT2/data"
+PHX_FT=1 PHX_LOG=info PHX_RECOVERY=cr PHX_DRAIN_ON=off PHX_EVENTLOG=/data/ev.%r.jsonl \
+PHX_DOCKER_STOP_GRACE=${GRACE_S}s PHX_DOCKER_OUT=$OUT2 PHX_DOCKER_PROJECT=$PROJ-off \
+    timeout -k 10 $((PHX_DOCKER_TIMEOUT + 60)) "$DK/run.sh" $N jacobi $ARGS -H 500 -g /data/go >"$TMP/off.out" 2>"$TMP/off.err" &
+JB=$!; bgpid $JB
+if wait_event "$OUT2/data/ev.*.jsonl" '"ev":"jacobi_hold","iter":500\}' $((60000 + 10 * HB_MS)) >/dev/null; then
+    timeout $((GRACE_S + 30)) "${DC[@]}" -p "$PROJ-off" -f "$OUT2/docker-compose.yml" stop node$V >"$TMP/stop2.out" 2>&1
+    src=$?
+    check "off: ${DC[*]} stop node$V (rc $src)" [ "$src" = 0 ]
+else
+    fail "off: the main task logs its hold at iteration 500"
+fi
+: >"$OUT2/data/go.tmp" && mv -f "$OUT2/data/go.tmp" "$OUT2/data/go"
+wait "$JB"; rc=$?
+check "off: node$V's container exited 143, SIGTERM stopped it ($(cat "$OUT2/exit.$V" 2>/dev/null))" \
+    [ "$(cat "$OUT2/exit.$V" 2>/dev/null)" = 143 ]
+check "off: the others exited 0, run.sh says not all did (rc $rc)" eval '[ "$rc" = 1 ] && dk_exits_ok "$OUT2" $V'
+sums=$(cat "$OUT2"/node*.log 2>/dev/null | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' | sort -u)
+check "off: checksum ${sums:-none} equals the reference $REF" [ "$sums" = "$REF" ]
+check "off: recovered as a crash" grep -qs '"ev":"recovery_done"' "$OUT2"/data/ev.*.jsonl
+check "off: no drain" eval '! grep -qs "\"ev\":\"drain_request\"" "$OUT2"/data/ev.*.jsonl'
 left=$(dk_left)
 check "no container or network of the test left ($left)" [ "$left" = 0 ]
 finish
