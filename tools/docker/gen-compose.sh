@@ -27,6 +27,12 @@
 #                       PHX_RESTART_ON=respawn and
 #                       PHX_INCARNATION_FILE=/tmp/phx-inc.%r: a crashed node
 #                       comes back as the next incarnation and rejoins
+#   PHX_DOCKER_STOP_GRACE  stop_grace_period (default 10s, compose's own):
+#                       how long `docker compose stop nodeR` waits after
+#                       SIGTERM before SIGKILL. A node started with
+#                       recovery=cr and drain-on=term (the default) drains
+#                       on that SIGTERM: it hands its work over at the next
+#                       checkpoint and exits 0, which must fit in the grace.
 set -euo pipefail
 usage() { echo "usage: $0 N PROGRAM [ARGS...]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
@@ -42,6 +48,9 @@ PORT=${PHX_DOCKER_PORT:-7000}
 PROJ=${PHX_DOCKER_PROJECT:-phx}
 USERID=${PHX_DOCKER_USER:-$(id -u):$(id -g)}
 RESTART=${PHX_DOCKER_RESTART:-no}
+GRACE=${PHX_DOCKER_STOP_GRACE:-10s}
+case $GRACE in [0-9]*s|[0-9]*ms|[0-9]*m) ;;
+    *) echo "gen-compose: PHX_DOCKER_STOP_GRACE must be a duration such as 10s" >&2; exit 2 ;; esac
 case $RESTART in no|always|unless-stopped|on-failure|on-failure:[0-9]*) ;;
     *) echo "gen-compose: PHX_DOCKER_RESTART must be no, always, unless-stopped or on-failure[:N]" >&2; exit 2 ;; esac
 SECRET=${PHX_SECRET:-$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')}
@@ -87,7 +96,8 @@ for ((r = 0; r < N; r++)); do
     user: $(q "$USERID")
     init: false
     restart: $(q "$RESTART")
-    stop_grace_period: 2s
+    stop_signal: SIGTERM
+    stop_grace_period: $GRACE
     labels:
       phx.job: $(q "$JOBID")
       phx.rank: "$r"
