@@ -541,8 +541,10 @@ static int adopt(phx_glb_sm_t *s, int r)
     free(s->bk[r]);
     s->bk[r] = NULL;
     s->recv_cnt++;
-    if (final)
+    if (final) {
         s->st.handovers++;  /* a drained node's last state: nothing to recompute */
+        point(s, "H");
+    }
     else
         s->st.adoptions++;
     s->dirty = s->urgent = 1;
