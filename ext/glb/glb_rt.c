@@ -266,7 +266,8 @@ static void die_point(phx_ctx_t *ctx, int rank, int size, const phx_tid_t *tids,
         struct die *d = &G_die[i];
         if (rank != d->rank || strcmp(label, d->point) || ++d->count != d->nth)
             continue;
-        fprintf(stderr, "glb: rank %d dies at %s #%d t_ns=%" PRIu64 "\n", rank, label, d->nth, phx_now_ns());
+        fprintf(stderr, "glb: rank %d %s at %s #%d t_ns=%" PRIu64 "\n", rank, d->term ? "is told to drain" : "dies",
+                label, d->nth, phx_now_ns());
         fflush(stderr);
         if (d->stop) {
             raise(SIGSTOP);
