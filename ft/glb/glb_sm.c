@@ -22,6 +22,7 @@
 
 enum {
     M_STEAL = 1, M_NOWORK, M_GIVE, M_TEND, M_BACKUP, M_BACKUP_ACK, M_GOTQ, M_GOTA, M_WAVE, M_WAVE_R,
+    M_BYE,      /* a drained node's last message: it handles nothing more (its notice) */
 };
 enum { OP_WAIT, OP_GIVEN, OP_NEED, OP_QUERY };
 
@@ -933,6 +934,12 @@ static int leave_step(phx_glb_sm_t *s, uint64_t now)
         waits = s->open[i].vo == s->rank && s->open[i].st == OP_WAIT;
     if (!s->inflight && !s->dirty && !waits && s->acked_seq == s->sent_seq && s->acked_seq > 0) {
         s->left = 1;
+        /* Its own notice, sent as its last message on every link (FIFO:
+         * all it sent before arrives first): the others take it over now
+         * rather than when the runtime's detector notices the exit. */
+        for (int r = 0; r < s->size; r++)
+            if (r != s->rank && alive(s, r))
+                send_small(s, r, M_BYE, 0, 0);
         point(s, "L");
         return 0;
     }
@@ -1040,6 +1047,9 @@ void phx_glb_sm_recv(phx_glb_sm_t *s, int src, const uint8_t *buf, size_t len, u
     case M_WAVE_R:
         on_wave_r(s, src, &d, now);
         break;
+    case M_BYE:
+        phx_glb_sm_dead(s, src, now);   /* as its failure notice: it is gone */
+        return;
     default:
         s->st.malformed++;
         break;
