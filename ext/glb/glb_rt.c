@@ -610,7 +610,12 @@ static int on_drain(void *arg, int why)
         fprintf(stderr, "glb: drain before this node's GLB task started: stopping\n");
         return PHX_EAGAIN;
     }
-    atomic_store(&G_drain, 1);
+    if (atomic_exchange(&G_drain, 1)) {
+        /* The scheduler's patience is out: stop; the others take the last
+         * acked state over as after a crash (exact, some work redone). */
+        fprintf(stderr, "glb: a second drain request during the drain: stopping now\n");
+        return PHX_ECANCELED;
+    }
     return 0;
 }
 

@@ -76,6 +76,7 @@ struct phx_glb_sm {
     uint64_t sent_seq, acked_seq, bk_since, iter, last_bk_iter;
     uint8_t *bk[PHX_GLB_MAXP]; uint32_t bklen[PHX_GLB_MAXP]; uint64_t bkseq[PHX_GLB_MAXP];
     uint64_t ever;              /* ranks that ever sent us a backup */
+    uint64_t bkfinal;           /* ranks whose backup here is a drain's final state */
 
     /* stealing */
     int victim, attempts, inactive;
@@ -349,12 +350,14 @@ static void on_backup(phx_glb_sm_t *s, int src, const uint8_t *p, size_t len)
     phx_wdec_init(&d, p, len);
     phx_wdec_u8(&d);
     uint64_t seq = phx_wdec_u64(&d);
+    int final = phx_wdec_u8(&d) != 0;
     if (phx_wdec_end(&d, 0) != 0) {
         s->st.malformed++;
         return;
     }
     if (seq <= s->bkseq[src] && s->bk[src])
         return;
+    s->bkfinal = final ? s->bkfinal | BIT(src) : s->bkfinal & ~BIT(src);
     free(s->bk[src]);
     s->bk[src] = xrealloc(NULL, len);
     memcpy(s->bk[src], p, len);
@@ -929,7 +932,12 @@ static int leave_step(phx_glb_sm_t *s, uint64_t now)
         send_backup(s, now);
     if (s->over)
         return 0;
+    /* A node that is itself leaving and left its final state here: stay
+     * until its BYE, take that state over and pass it on with ours (two
+     * neighbours drained at once); leaving first would lose it. */
     int waits = s->npt > 0 || s->nda > 0;
+    for (int r = 0; r < s->size && !waits; r++)
+        waits = r != s->rank && alive(s, r) && s->bk[r] && (s->bkfinal & BIT(r));
     for (int i = 0; i < s->nopen && !waits; i++)
         waits = s->open[i].vo == s->rank && s->open[i].st == OP_WAIT;
     if (!s->inflight && !s->dirty && !waits && s->acked_seq == s->sent_seq && s->acked_seq > 0) {

@@ -662,6 +662,28 @@ static void test_drain(void **st)
     assert_true(lefts > 200 && lefts_taken > 150);   /* most runs drain before the end */
 }
 
+/* Two neighbours drained at once (r and its Back r+1, told a few steps
+ * apart, either first): the Back waits for r's BYE, takes r's final state
+ * over and hands both on. Exact, no adoption, two handovers. */
+static void test_drain_two(void **st)
+{
+    (void)st;
+    int both = 0;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        int p = 3 + (int)(seed % 6);
+        sim_t s = { .die_pair = -1 };
+        int r = (int)(seed % (uint64_t)p), b = (r + 1) % p;
+        uint64_t at = 1 + (seed * 7919) % 3000, d = seed % 50;
+        s.leave_at[r] = seed % 2 ? at : at + d;
+        s.leave_at[b] = seed % 2 ? at + d : at;
+        phx_glb_sm_stats_t before = TOT;
+        run_exact(&s, p, seed, 1, NULL, __func__);
+        assert_int_equal(TOT.adoptions, before.adoptions);
+        both += s.left[r] && s.left[b] && TOT.handovers - before.handovers == 2;
+    }
+    assert_true(both > 100);
+}
+
 /* Drain with a failure of another node during the leave: a node that is
  * neither the leaver's Back nor the node whose backup the leaver holds
  * dies a few steps after the request: exact (one handover, one adoption).
@@ -719,6 +741,7 @@ int main(void)
         cmocka_unit_test(test_root_after_finish),
         cmocka_unit_test(test_drain),
         cmocka_unit_test(test_drain_and_failure),
+        cmocka_unit_test(test_drain_two),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
