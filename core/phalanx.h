@@ -179,6 +179,19 @@ typedef void (*phx_failure_fn)(void *arg, int node, uint32_t inc, uint64_t when_
  * Without it (and without a recovery mode) such a job ends with 76, work
  * lost, since the dead nodes' tasks are gone. */
 int phx_on_failure(phx_failure_fn fn, void *arg);
+/* Drain (config drain-on=term: SIGTERM or `phx drain RANK`) under a
+ * recovery mode that drains nothing: fn is called on the communication
+ * thread (keep it short, no phx_send: set a flag the program's tasks
+ * poll). Returning 0 says the program hands this node's work over itself
+ * and then calls phx_leave; anything else stops the node as a signal
+ * does. why: 1 SIGTERM, 2 `phx drain`. Call before phx_main. */
+typedef int (*phx_drain_fn)(void *arg, int why);
+int phx_on_drain(phx_drain_fn fn, void *arg);
+/* From a handler, after a drain handed this node's work over: ends this
+ * node alone with 0 once the handler returns. The others then get its
+ * failure notice (the runtime's membership counts it out like a loss), so
+ * the program must already have told them what it handed over. */
+void phx_leave(phx_ctx_t *ctx);
 /* Any thread: copies up to cap dead nodes, in notice order; returns how many
  * are dead. */
 int phx_failed_nodes(int *out, int cap);

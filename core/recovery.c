@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/node.h"
+#include "core/eventlog.h"
 #include "base/phx_err.h"
 #include "base/phx_log.h"
 
@@ -123,10 +124,28 @@ void phx_recovery_on_peer_up(phx_node_t *n, int peer, uint32_t inc)
         n->rec->on_peer_up(n->rec_st, peer, inc);
 }
 
+/* The program's own drain (phx_on_drain): set before phx_main, read on
+ * the communication thread. */
+static phx_drain_fn app_drain;
+static void *app_drain_arg;
+
+int phx_on_drain(phx_drain_fn fn, void *arg)
+{
+    if (!fn)
+        return PHX_EINVAL;
+    app_drain = fn;
+    app_drain_arg = arg;
+    return 0;
+}
+
 int phx_recovery_drain(phx_node_t *n, int why)
 {
     if (live(n) && n->rec->drain)
         return n->rec->drain(n->rec_st, why);
+    /* A mode that drains nothing leaves it to a program that moves its
+     * own work (GLB hands its bag to its backup holder). */
+    if (live(n) && app_drain && app_drain(app_drain_arg, why) == 0)
+        return 0;
     if (live(n))
         PHX_WARN("recovery", "recovery=%s drains no node: stopping as before; the others recover this node's "
                              "loss as a crash", n->rec->name);
@@ -212,4 +231,26 @@ static void call_checkpoint(phx_node_t *n, phx_msg_t *m)
     phx_msg_free(m);
     if (live(n) && n->rec->on_checkpoint)
         n->rec->on_checkpoint(n->rec_st);
+}
+
+static void call_leave(phx_node_t *n, phx_msg_t *m)
+{
+    phx_msg_free(m);
+    PHX_WARN("node", "drained: this node's work was handed over by the program; leaving with 0");
+    phx_evlog("drain_exit", "\"by\":\"app\"");
+    phx_node_exit(n, 0, 0);   /* this node only: the others go on without it */
+}
+
+void phx_leave(phx_ctx_t *c)
+{
+    phx_node_t *n = c->w->node;
+    phx_msg_t *m = phx_msg_alloc(0);
+    if (!m) {
+        PHX_ERROR("node", "out of memory leaving: stopping as after a signal");
+        phx_node_exit(n, 128 + 15, 0);
+        return;
+    }
+    m->kind = PHX_MK_CALL;
+    m->call = call_leave;
+    phx_node_enqueue_out(n, m);
 }

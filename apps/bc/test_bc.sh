@@ -48,6 +48,10 @@ expect_root root-wave 4 --glb-ft=on --glb-die=WR:0:1
 # Then the new root lost too, once it backed up rank 0's adopted state.
 expect_root root-chain $N --glb-ft=on --glb-die=P:0:1,R5:1:1
 check "root-chain: rank 1, the new root, died too" grep -q "rank 1 dies at R5" "$TMP/root-chain.err"
+# Drain: rank D gets SIGTERM mid-run (the :term hook), hands its bag and
+# result over and exits 0; exact vector, nothing adopted from a crash.
+D=$(( 1 + (SEED / 3) % (N - 1) ))
+expect_drain drain-midrun $D $N --glb-ft=on --glb-die=P:$D:1:term
 # Rank 0 with its Back (rank 1 kills both): a clean abort naming the loss.
 expect_lost root-pair 0 1 $N --glb-ft=on --glb-die=P:0:1:kill=1
 finish

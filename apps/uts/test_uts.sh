@@ -10,7 +10,8 @@
 #   result exact; SIGCONT once the event logs show the notice), deaths at
 #   the labelled steal/backup points, and rank 0, the first reduction root
 #   (exact, reported by the next root; a clean abort only before any start
-#   message left).
+#   message left); drains on SIGTERM (exact, the leaver exits 0, nothing
+#   adopted from a crash backup).
 # Usage: test_uts.sh BINDIR   Env: PHX_HB_TIMEOUT (delta, ms), SEED.
 BIN=$1
 . "$(dirname "$0")/../../ext/glb/glb_it.sh"
@@ -119,5 +120,27 @@ for NAME in stop root-stop; do
     if [ "$RC" = 0 ] && grep -qxF "[$W] $WANT" "$TMP/$NAME.out"; then ok "$NAME: exact"; else fail "$NAME: exact"; show $NAME; fi
     check "$NAME: rank $S fenced" grep -q "rank $S fenced" "$TMP/$NAME.err"
 done
+
+# Drain (SIGTERM with the default drain-on=term; the --glb-die hook :term
+# makes the rank send it to itself at a protocol point, inside the work):
+# the rank stops working, backs its whole state up at its Back (flagged
+# final), leaves with 0 once that is acked, and its Back takes the state
+# over at the notice: exact, nothing recomputed, nothing adopted from a
+# crash backup. A non-root rank mid-run and right after merging its first
+# gift (its Tend still owed), rank 0 (the root role moves to rank 1), and
+# a drain with another rank's death during it (not the leaver's Back nor
+# the rank it backs up: that pair is a double loss, see ft/glb/README.md).
+D=$(( 1 + (SEED / 3) % (N - 1) ))
+expect_drain drain-midrun $D $N --glb-ft=on --glb-die=P:$D:2:term
+expect_drain drain-t1 $D $N --glb-ft=on --glb-die=T1:$D:1:term
+expect_drain drain-root 0 $N --glb-ft=on --glb-die=P:0:2:term
+ADOPT=1 expect_drain drain-and-kill 2 $N --glb-ft=on --glb-die=P:2:2:term,P:5:2
+check "drain-and-kill: rank 5 died" grep -q "rank 5 dies at" "$TMP/drain-and-kill.err"
+# glb-ft off: nobody holds a backup, so SIGTERM stops the node and the job
+# ends naming the loss (no drain into nothing).
+job drain-off 4 --phx-ft=1 --glb-ft=off --glb-die=P:2:2:term
+check "drain-off: non-zero exit before the timeout ($RC)" [ "$RC" != 0 -a "$RC" != 124 -a "$RC" != 137 ]
+check "drain-off: refused" grep -q "drain needs glb-ft=on" "$TMP/drain-off.err"
+check "drain-off: no result printed" sh -c "! grep -q 'Tree size' '$TMP/drain-off.out'"
 
 finish

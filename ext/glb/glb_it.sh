@@ -54,3 +54,31 @@ expect_root() {
         fail "$name: exact, reported by a survivor"; show "$name"
     fi
 }
+# expect_drain NAME RANK N FLAGS...: RANK gets SIGTERM at a --glb-die
+# point (:term) and drains: the job prints WANT exactly once (exit 0), the
+# leaver handed over and exited 0 by itself (its event log: drain_exit,
+# then exit code 0), its final state was taken over as a handover, and
+# nothing was adopted from a crash backup (glb-stats: adoptions 0 in all,
+# or ADOPT when the test also kills ranks; handovers 1 in all).
+expect_drain() {
+    local name=$1 r=$2; shift 2
+    PHX_GLB_STATS=1 job "$name" "$@"
+    local ev="$TMP/$name.ev.$r.jsonl"
+    check "$name: rank $r was told to drain" grep -q "rank $r is told to drain" "$TMP/$name.err"
+    if exact "$name" || { [ "$RC" = 0 ] && grep -qF "] $WANT" "$TMP/$name.out"; }; then
+        ok "$name: exact"
+    else
+        fail "$name: exact"; show "$name"
+    fi
+    check "$name: the result printed once" [ "$(grep -cF "] $WANT" "$TMP/$name.out")" = 1 ]
+    check "$name: rank $r left by itself" grep -q "glb: rank $r left:" "$TMP/$name.err"
+    check "$name: rank $r exited 0 after its drain" sh -c "grep -q '\"ev\":\"drain_exit\"' '$ev' &&
+        grep '\"ev\":\"exit\"' '$ev' | grep -q '\"code\":0'"
+    check "$name: its state was handed over" grep -q "took over a drained node's final state" "$TMP/$name.err"
+    # Each node's counters, once (a node may print its line twice).
+    grep -o 'glb-stats rank=.*' "$TMP/$name.err" | sort -u >"$TMP/$name.stats"
+    check "$name: adopted from crash backups: ${ADOPT:-0} (the deaths)" [ "$(grep -o 'adoptions=[0-9]*' \
+        "$TMP/$name.stats" | awk -F= '{s += $2} END {print s + 0}')" = "${ADOPT:-0}" ]
+    check "$name: one handover" [ "$(grep -o 'handovers=[0-9]*' "$TMP/$name.stats" |
+        awk -F= '{s += $2} END {print s + 0}')" = 1 ]
+}

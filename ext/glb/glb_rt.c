@@ -8,11 +8,11 @@
  * waves). Failure notices are polled (phx_failed_nodes) at each handler, so
  * the machine sees them in notice order and on its own thread.
  *
- * Fault injection (tests): --glb-die=POINT:RANK:NTH[:stop|:kill=R][,...] makes
+ * Fault injection (tests): --glb-die=POINT:RANK:NTH[:stop|:term|:kill=R][,...] makes
  * RANK, at the NTH time it passes protocol point POINT (see README), SIGKILL
- * itself, SIGSTOP itself, or ask rank R to kill both of them (R SIGKILLs the
- * asker's pid, then itself: two deaths before either can be detected; same
- * host only). */
+ * itself, SIGSTOP itself, SIGTERM itself (a drain request), or ask rank R
+ * to kill both of them (R SIGKILLs the asker's pid, then itself: two deaths
+ * before either can be detected; same host only). */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <pthread.h>
@@ -37,6 +37,7 @@ typedef struct glb_task {
     phx_ctx_t *ctx;             /* valid during the current handler only */
     phx_tid_t tids[PHX_GLB_MAXP];
     int size, rank, self_pending, nfailed, relayed, have_tab;
+    int draining, gone;         /* drain asked of the machine; it has left */
     uint64_t up;                /* rank 0: ranks whose task has its table (T_UP) */
     uint64_t t0;
     struct early { int src; size_t len; struct early *next; uint8_t b[]; } *early, **early_tail;
@@ -48,10 +49,12 @@ static void *G_app;
 static phx_glb_cfg_t G_cfg;
 static int G_task_type;
 #define MAX_DIE 8
-static struct die { char point[16]; int rank, nth, stop, kill, count; } G_die[MAX_DIE];
+static struct die { char point[16]; int rank, nth, stop, term, kill, count; } G_die[MAX_DIE];
 static int G_ndie;
 /* Set once this node's GLB task has its state machine (comm thread reads). */
 static atomic_int G_started;
+/* Set by the drain callback (comm thread); the GLB task polls it. */
+static atomic_int G_drain;
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -136,11 +139,13 @@ int phx_glb_parse(int *argc, char **argv, phx_glb_cfg_t *cfg)
         *d = (struct die){ .rank = -1, .kill = -1 };
         if (G_ndie == MAX_DIE || sscanf(tok, "%15[^:]:%d:%d%63s", d->point, &d->rank, &d->nth, rest) < 3 ||
             d->nth < 1) {
-            fprintf(stderr, "glb: bad --glb-die=%s (POINT:RANK:NTH[:stop|:kill=R],...)\n", cfg->die);
+            fprintf(stderr, "glb: bad --glb-die=%s (POINT:RANK:NTH[:stop|:term|:kill=R],...)\n", cfg->die);
             return PHX_EINVAL;
         }
         if (!strcmp(rest, ":stop"))
             d->stop = 1;
+        else if (!strcmp(rest, ":term"))
+            d->term = 1;
         else if (!strncmp(rest, ":kill=", 6))
             d->kill = atoi(rest + 6);
         else if (rest[0]) {
@@ -261,10 +266,15 @@ static void die_point(phx_ctx_t *ctx, int rank, int size, const phx_tid_t *tids,
         struct die *d = &G_die[i];
         if (rank != d->rank || strcmp(label, d->point) || ++d->count != d->nth)
             continue;
-        fprintf(stderr, "glb: rank %d dies at %s #%d t_ns=%" PRIu64 "\n", rank, label, d->nth, phx_now_ns());
+        fprintf(stderr, "glb: rank %d %s at %s #%d t_ns=%" PRIu64 "\n", rank, d->term ? "is told to drain" : "dies",
+                label, d->nth, phx_now_ns());
         fflush(stderr);
         if (d->stop) {
             raise(SIGSTOP);
+            return;
+        }
+        if (d->term) {
+            kill(getpid(), SIGTERM);   /* to the process (this thread blocks it): a drain request */
             return;
         }
         if (tids && d->kill >= 0 && d->kill < size && d->kill != rank) {
@@ -291,6 +301,12 @@ static int die_armed(int rank, const char *label)
 static void io_point(void *c, const char *label)
 {
     glb_task_t *t = c;
+    if (!strcmp(label, "H"))
+        fprintf(stderr, "glb: rank %d took over a drained node's final state (a handover: nothing recomputed)\n",
+                t->rank);
+    if (!strcmp(label, "LX"))
+        fprintf(stderr, "glb: rank %d: every other node is gone; the drain is dropped and this node finishes the "
+                        "work\n", t->rank);
     if (!strcmp(label, "R5") && getenv("PHX_GLB_STATS"))
         fprintf(stderr, "glb-restored rank=%d t_ns=%" PRIu64 "\n", t->rank, phx_now_ns());
     die_point(t->ctx, t->rank, t->size, t->tids, label);
@@ -346,9 +362,34 @@ static void poll_failures(glb_task_t *t)
     }
 }
 
+/* The drain (SIGTERM with drain-on=term): asks the machine to hand the
+ * node's state over; once it has left, ends this node alone with 0. */
+static void poll_drain(glb_task_t *t)
+{
+    if (!t->sm || t->gone)
+        return;
+    if (atomic_load(&G_drain) && !t->draining) {
+        t->draining = 1;
+        int rc = phx_glb_sm_leave(t->sm, phx_now_ns());
+        if (rc == 0)
+            fprintf(stderr, "glb: rank %d draining: its bag and result go to its backup holder\n", t->rank);
+        else
+            fprintf(stderr, "glb: rank %d: drain refused (%s): this node keeps its work\n", t->rank,
+                    rc == PHX_EAGAIN ? "it is the last live node" : phx_strerror(rc));
+    }
+    if (phx_glb_sm_left(t->sm)) {
+        t->gone = 1;
+        fprintf(stderr, "glb: rank %d left: its final state is acknowledged by its backup holder; exiting 0 t_ns=%"
+                PRIu64 "\n", t->rank, phx_now_ns());
+        fflush(stderr);
+        phx_leave(t->ctx);
+    }
+}
+
 static void kick(glb_task_t *t)
 {
-    if (t->self_pending || !t->have_tab || (t->sm && phx_glb_sm_over(t->sm)))
+    poll_drain(t);
+    if (t->self_pending || !t->have_tab || t->gone || (t->sm && phx_glb_sm_over(t->sm)))
         return;
     int rc = phx_send(t->ctx, phx_self(t->ctx), T_CONT, NULL, 0);
     if (rc < 0) {
@@ -511,9 +552,10 @@ static void task_fini(void *st)
         fprintf(stderr,
                 "glb-stats rank=%d steals=%" PRIu64 " stolen=%" PRIu64 " gives=%" PRIu64 " backups=%" PRIu64
                 " steal_backups=%" PRIu64 " backup_bytes=%" PRIu64 " adoptions=%" PRIu64 " readopted=%" PRIu64
-                " queries=%" PRIu64 " orphans=%" PRIu64 " waves=%" PRIu64 " malformed=%" PRIu64 "\n",
+                " queries=%" PRIu64 " orphans=%" PRIu64 " waves=%" PRIu64 " malformed=%" PRIu64
+                " handovers=%" PRIu64 "\n",
                 t->rank, s.steals_sent, s.steals_ok, s.gives, s.backups, s.steal_backups, s.backup_bytes,
-                s.adoptions, s.readopted, s.queries, s.orphans, s.waves, s.malformed);
+                s.adoptions, s.readopted, s.queries, s.orphans, s.waves, s.malformed, s.handovers);
     }
     phx_glb_sm_free(t->sm);
     for (struct early *e = t->early, *nx; e; e = nx) {
@@ -554,6 +596,29 @@ static void *root_watch(void *arg)
  * is backed up like any node's and the root role moves to the lowest live
  * rank; only a loss of rank 0 before this node's task started needs the
  * watch above. */
+/* Communication thread: SIGTERM (or `phx drain`) with drain-on=term. Only
+ * glb-ft can hand the state over (a backup holder takes it); before this
+ * node's machine exists there is nothing to hand over either way. */
+static int on_drain(void *arg, int why)
+{
+    (void)arg; (void)why;
+    if (!G_cfg.ft) {
+        fprintf(stderr, "glb: drain needs glb-ft=on (nobody holds a backup): stopping\n");
+        return PHX_ENOTSUP;
+    }
+    if (!atomic_load(&G_started)) {
+        fprintf(stderr, "glb: drain before this node's GLB task started: stopping\n");
+        return PHX_EAGAIN;
+    }
+    if (atomic_exchange(&G_drain, 1)) {
+        /* The scheduler's patience is out: stop; the others take the last
+         * acked state over as after a crash (exact, some work redone). */
+        fprintf(stderr, "glb: a second drain request during the drain: stopping now\n");
+        return PHX_ECANCELED;
+    }
+    return 0;
+}
+
 static void on_failure(void *arg, int node, uint32_t inc, uint64_t when_ns)
 {
     (void)arg; (void)inc; (void)when_ns;
@@ -717,7 +782,7 @@ int phx_glb_run(int argc, char **argv, const phx_glb_ops_t *ops, void *app, cons
     setenv("PHX_TD", "none", 0);
     if (cfg->ft)
         setenv("PHX_FT", "1", 0);
-    if (phx_on_failure(on_failure, NULL) != 0) {
+    if (phx_on_drain(on_drain, NULL) != 0 || phx_on_failure(on_failure, NULL) != 0) {
         fprintf(stderr, "glb: cannot register the failure callback\n");
         return 1;
     }

@@ -22,6 +22,7 @@
 
 enum {
     M_STEAL = 1, M_NOWORK, M_GIVE, M_TEND, M_BACKUP, M_BACKUP_ACK, M_GOTQ, M_GOTA, M_WAVE, M_WAVE_R,
+    M_BYE,      /* a drained node's last message: it handles nothing more (its notice) */
 };
 enum { OP_WAIT, OP_GIVEN, OP_NEED, OP_QUERY };
 
@@ -47,6 +48,11 @@ struct phx_glb_sm {
     void *app;
     phx_glb_io_t io;
     int rank, size, over;
+    /* Drain (phx_glb_sm_leave): leaving, this node works no more, steals
+     * no more and gives nothing; it backs its whole state up (flagged
+     * final) until one such backup is acked with nothing changed since;
+     * then left: it handles nothing more and its process exits. */
+    int leaving, left;
     uint64_t rng, t0;
 
     void *bag;
@@ -70,6 +76,7 @@ struct phx_glb_sm {
     uint64_t sent_seq, acked_seq, bk_since, iter, last_bk_iter;
     uint8_t *bk[PHX_GLB_MAXP]; uint32_t bklen[PHX_GLB_MAXP]; uint64_t bkseq[PHX_GLB_MAXP];
     uint64_t ever;              /* ranks that ever sent us a backup */
+    uint64_t bkfinal;           /* ranks whose backup here is a drain's final state */
 
     /* stealing */
     int victim, attempts, inactive;
@@ -213,7 +220,7 @@ static int is_idle(const phx_glb_sm_t *s)
 
 static size_t state_size(phx_glb_sm_t *s, size_t baglen)
 {
-    size_t n = 1 + 8 + 8 + 8 * s->ops->result_words + 4 + baglen + 2 + 1;
+    size_t n = 1 + 8 + 1 + 8 + 8 * s->ops->result_words + 4 + baglen + 2 + 1;
     for (int i = 0; i < s->nopen; i++)
         n += 1 + 1 + 4 + 4 + s->open[i].len;
     n += (size_t)s->size * (1 + 1 + (size_t)s->size * 5);
@@ -230,6 +237,7 @@ static void send_backup(phx_glb_sm_t *s, uint64_t now)
     phx_wenc_init(&e, m, cap);
     phx_wenc_u8(&e, M_BACKUP);
     phx_wenc_u64(&e, ++s->sent_seq);
+    phx_wenc_u8(&e, (uint8_t)s->leaving);   /* final: the owner is handing over, not crashing */
     phx_wenc_u64(&e, s->mask);
     for (size_t i = 0; i < s->ops->result_words; i++)
         phx_wenc_u64(&e, s->result[i]);
@@ -342,12 +350,14 @@ static void on_backup(phx_glb_sm_t *s, int src, const uint8_t *p, size_t len)
     phx_wdec_init(&d, p, len);
     phx_wdec_u8(&d);
     uint64_t seq = phx_wdec_u64(&d);
+    int final = phx_wdec_u8(&d) != 0;
     if (phx_wdec_end(&d, 0) != 0) {
         s->st.malformed++;
         return;
     }
     if (seq <= s->bkseq[src] && s->bk[src])
         return;
+    s->bkfinal = final ? s->bkfinal | BIT(src) : s->bkfinal & ~BIT(src);
     free(s->bk[src]);
     s->bk[src] = xrealloc(NULL, len);
     memcpy(s->bk[src], p, len);
@@ -492,6 +502,7 @@ static int adopt(phx_glb_sm_t *s, int r)
     phx_wdec_init(&d, s->bk[r], s->bklen[r]);
     phx_wdec_u8(&d);
     phx_wdec_u64(&d);
+    int final = phx_wdec_u8(&d) != 0;
     uint64_t m = phx_wdec_u64(&d);
     uint64_t *res = xrealloc(NULL, (s->ops->result_words + 1) * 8);
     for (size_t i = 0; i < s->ops->result_words; i++)
@@ -534,7 +545,12 @@ static int adopt(phx_glb_sm_t *s, int r)
     free(s->bk[r]);
     s->bk[r] = NULL;
     s->recv_cnt++;
-    s->st.adoptions++;
+    if (final) {
+        s->st.handovers++;  /* a drained node's last state: nothing to recompute */
+        point(s, "H");
+    }
+    else
+        s->st.adoptions++;
     s->dirty = s->urgent = 1;
     s->inactive = 0;
     s->restoring = 1;
@@ -668,6 +684,12 @@ static int give(phx_glb_sm_t *s, int t)
 
 static void on_steal(phx_glb_sm_t *s, int t, int lifeline, uint64_t now)
 {
+    if (s->leaving) {
+        /* Its bag goes to its Back whole; a thief asks elsewhere. */
+        uint8_t m[1] = { M_NOWORK };
+        s->io.send(s->io.ctx, t, m, 1);
+        return;
+    }
     if (give(s, t)) {
         backup_now(s, now);
         return;
@@ -888,6 +910,53 @@ phx_glb_sm_t *phx_glb_sm_new(const phx_glb_cfg_t *cfg, const phx_glb_ops_t *ops,
     return s;
 }
 
+/* The drain, one step: keep backing the state up (flagged final) until
+ * a backup is acked with nothing changed since and nothing waiting on
+ * one; then this node has left. From then on it is exactly a node that
+ * died right after that ack with nothing done since: the survivors' crash
+ * path takes its state over (its Back, at the notice) and resolves
+ * whatever it sent or was sent, and since the acked backup is its whole
+ * state, nothing is recomputed. A backup it stored for another node is
+ * re-made by that node at its next Back, as after a crash. */
+static int leave_step(phx_glb_sm_t *s, uint64_t now)
+{
+    if (s->back < 0) {
+        /* Every other node is gone: nobody can take the state over, so
+         * this node finishes the work itself. */
+        s->leaving = 0;
+        s->inactive = 0;
+        point(s, "LX");
+        return !s->ops->is_empty(s->app, s->bag);
+    }
+    if (!s->inflight && s->dirty)
+        send_backup(s, now);
+    if (s->over)
+        return 0;
+    /* A node that is itself leaving and left its final state here: stay
+     * until its BYE, take that state over and pass it on with ours (two
+     * neighbours drained at once); leaving first would lose it. */
+    int waits = s->npt > 0 || s->nda > 0;
+    for (int r = 0; r < s->size && !waits; r++)
+        waits = r != s->rank && alive(s, r) && s->bk[r] && (s->bkfinal & BIT(r));
+    for (int i = 0; i < s->nopen && !waits; i++)
+        waits = s->open[i].vo == s->rank && s->open[i].st == OP_WAIT;
+    if (!s->inflight && !s->dirty && !waits && s->acked_seq == s->sent_seq && s->acked_seq > 0) {
+        s->left = 1;
+        /* Its own notice, sent as its last message on every link (FIFO:
+         * all it sent before arrives first): the others take it over now
+         * rather than when the runtime's detector notices the exit. */
+        for (int r = 0; r < s->size; r++)
+            if (r != s->rank && alive(s, r))
+                send_small(s, r, M_BYE, 0, 0);
+        point(s, "L");
+        return 0;
+    }
+    uint64_t lim = (uint64_t)s->cfg.timeout_ms * 1000000ull;
+    if (s->inflight && now - s->bk_since > lim)
+        fail(s, "unrecoverable: no backup ack from rank %d within %d ms", s->back, s->cfg.timeout_ms);
+    return 0;
+}
+
 void phx_glb_sm_free(phx_glb_sm_t *s)
 {
     if (!s)
@@ -917,11 +986,31 @@ void phx_glb_sm_start(phx_glb_sm_t *s, uint64_t now_ns)
 }
 
 int phx_glb_sm_over(const phx_glb_sm_t *s) { return s->over; }
+int phx_glb_sm_left(const phx_glb_sm_t *s) { return s->left; }
+
+int phx_glb_sm_leave(phx_glb_sm_t *s, uint64_t now)
+{
+    if (s->over || s->left)
+        return PHX_EINVAL;
+    if (!s->cfg.ft)
+        return PHX_ENOTSUP;     /* no backups: nobody could take the state over */
+    if (s->back < 0)
+        return PHX_EAGAIN;      /* the last live node: the work stays here */
+    if (!s->leaving) {
+        s->leaving = 1;
+        s->victim = -1;
+        s->inactive = 1;
+        s->lifeline_thieves = 0;
+        s->dirty = s->urgent = 1;   /* the next backup is the final one */
+    }
+    leave_step(s, now);
+    return 0;
+}
 void phx_glb_sm_get_stats(const phx_glb_sm_t *s, phx_glb_sm_stats_t *out) { *out = s->st; }
 
 void phx_glb_sm_recv(phx_glb_sm_t *s, int src, const uint8_t *buf, size_t len, uint64_t now)
 {
-    if (s->over || len < 1 || src < 0 || src >= s->size || src == s->rank)
+    if (s->over || s->left || len < 1 || src < 0 || src >= s->size || src == s->rank)
         return;
     if (!alive(s, src)) {
         s->st.orphans++;        /* from a dead (or fenced) node: discard */
@@ -935,7 +1024,7 @@ void phx_glb_sm_recv(phx_glb_sm_t *s, int src, const uint8_t *buf, size_t len, u
         on_steal(s, src, phx_wdec_u8(&d), now);
         break;
     case M_NOWORK:
-        if (src == s->victim)
+        if (src == s->victim && !s->leaving)
             steal_next(s, now);
         break;
     case M_GIVE:
@@ -966,6 +1055,9 @@ void phx_glb_sm_recv(phx_glb_sm_t *s, int src, const uint8_t *buf, size_t len, u
     case M_WAVE_R:
         on_wave_r(s, src, &d, now);
         break;
+    case M_BYE:
+        phx_glb_sm_dead(s, src, now);   /* as its failure notice: it is gone */
+        return;
     default:
         s->st.malformed++;
         break;
@@ -976,7 +1068,7 @@ void phx_glb_sm_recv(phx_glb_sm_t *s, int src, const uint8_t *buf, size_t len, u
 
 void phx_glb_sm_dead(phx_glb_sm_t *s, int r, uint64_t now)
 {
-    if (s->over || r < 0 || r >= s->size || r == s->rank || !alive(s, r))
+    if (s->over || s->left || r < 0 || r >= s->size || r == s->rank || !alive(s, r))
         return;
     s->dead |= BIT(r);
     if (!s->cfg.ft) {
@@ -1029,8 +1121,10 @@ void phx_glb_sm_dead(phx_glb_sm_t *s, int r, uint64_t now)
 
 int phx_glb_sm_step(phx_glb_sm_t *s, uint64_t now)
 {
-    if (s->over)
+    if (s->over || s->left)
         return 0;
+    if (s->leaving)
+        return leave_step(s, now);
     int empty = s->ops->is_empty(s->app, s->bag);
     if (!empty) {
         s->ops->process(s->app, s->bag, s->cfg.n, s->result);

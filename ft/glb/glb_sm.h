@@ -31,6 +31,7 @@ typedef struct phx_glb_sm_stats {
     uint64_t steals_sent, steals_ok, gives, backups, steal_backups, backup_bytes;
     uint64_t orphans, adoptions, readopted, queries, waves;
     uint64_t malformed;         /* undecodable messages, dropped */
+    uint64_t handovers;         /* drained nodes' final states taken over (not adoptions) */
 } phx_glb_sm_stats_t;
 
 phx_glb_sm_t *phx_glb_sm_new(const phx_glb_cfg_t *cfg, const phx_glb_ops_t *ops, void *app,
@@ -46,6 +47,14 @@ void phx_glb_sm_dead(phx_glb_sm_t *s, int rank, uint64_t now_ns);
 /* Processes up to n items, then backups, steals, waves and timeouts.
  * Returns 1 while the bag has work (call again soon), 0 when idle. */
 int phx_glb_sm_step(phx_glb_sm_t *s, uint64_t now_ns);
+/* Drain: this node hands its whole state to its Back and leaves (see
+ * README, "Drain"). Needs ft. 0: leaving (call step as before until
+ * phx_glb_sm_left says 1, then exit without touching the job); PHX_ENOTSUP
+ * without ft, PHX_EAGAIN for the last live node (it keeps the work). */
+int phx_glb_sm_leave(phx_glb_sm_t *s, uint64_t now_ns);
+/* 1 once the drain is done: the final backup is acked, nothing more is
+ * handled here, and the others take the state over at this node's notice. */
+int phx_glb_sm_left(const phx_glb_sm_t *s);
 /* 1 once finish or abort was called. */
 int phx_glb_sm_over(const phx_glb_sm_t *s);
 void phx_glb_sm_get_stats(const phx_glb_sm_t *s, phx_glb_sm_stats_t *out);
