@@ -13,9 +13,20 @@
 # Signals land by construction: the test waits for the main task's
 # jacobi_iter line in the JSON event log (or the leaver's drain_held line)
 # before sending them.
-# Usage: test_drain.sh BINDIR
+# With "mlog" (ctest it_drain_mlog): the same drain of rank 3 under
+# mlog-causal and mlog-fast (jacobi -T), which drain like cr (their logs and
+# determinants from before the drain's commit are dropped at it, and what
+# stays is keyed by task); then, under mlog-causal, SIGKILL of the node that
+# took rank 3's slices after the drain committed: a first failure of the
+# period after it, recovered partially (its tasks, rank 3's former ones
+# among them, replayed from the drain's epoch) to the same result. That
+# kill lands before the job ends by construction: the checkpoint after
+# iteration 600 and the job's end wait on a gate file (jacobi -H -g) that
+# opens once the recovery round ended.
+# Usage: test_drain.sh BINDIR [mlog]
 set -u
 BIN=$1
+WHICH=${2:-cr}
 . "$(dirname "$0")/lib.sh"
 PHX=$BIN/phx
 N=6
@@ -38,7 +49,7 @@ start() {
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
     [ "${1:-}" = "--" ] && shift
     env "${envs[@]}" timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/jacobi" \
-        --phx-ft=1 --phx-recovery=cr --phx-eventlog="$DIR/ev.%r.jsonl" "$@" $ARGS \
+        --phx-ft=1 --phx-recovery="$REC" --phx-eventlog="$DIR/ev.%r.jsonl" "$@" $ARGS \
         >"$DIR/out" 2>"$DIR/err" &
     JOBPID=$!
     PIDS="$PIDS $JOBPID"
@@ -70,6 +81,59 @@ drained() {
     check "$1: no recovery round" none '"ev":"recovery_done"'
     check "$1: the launcher saw no signal death" eval '! grep -q "killed by signal\|different codes" "$DIR/err"'
 }
+
+REC=cr
+if [ "$WHICH" = mlog ]; then
+    # ---- message logging: SIGTERM to rank 3 mid-run ---------------------------------
+    for REC in mlog-causal mlog-fast; do
+        if [ $REC = mlog-fast ]; then extra=-T; else extra=; fi
+        start "term-$REC" -- $extra
+        if at_iter $AT; then
+            kill -TERM "$(pid_of 3)"
+            finish_job
+            drained "$REC SIGTERM rank 3" 3
+            check "$REC SIGTERM rank 3: no partial restore, no replay, no fallback" eval \
+                'none "\"ev\":\"partial_restore\"" && none "\"ev\":\"mlog_replay" && none "\"ev\":\"mlog_fallback\""'
+            check "$REC SIGTERM rank 3: messages were logged (the mode was on)" \
+                grep -qs '"ev":"mlog_gc"' "$DIR/ev.0.jsonl"
+        else
+            fail "term-$REC: iteration $AT never logged"; finish_job
+        fi
+    done
+
+    # ---- mlog-causal: a drain, then the node that took its slices is killed ----------
+    REC=mlog-causal
+    GATE=$(gate_new after)
+    start after -- -H 600 -g "$GATE"
+    if at_iter $AT; then
+        kill -TERM "$(pid_of 3)"
+        wait_for "$JOB_TIMEOUT" eval '[ "$(grep -ls "\"ev\":\"drain_done\",\"rank\":3," "$DIR"/ev.*.jsonl | wc -l)" = "$N" ]' ||
+            fail "after: the drain of rank 3 never applied everywhere"
+        wait_for "$JOB_TIMEOUT" logged '"ev":"jacobi_hold"' || fail "after: the hold never logged"
+        # A node that rebuilt some of rank 3's slices at the drain's cut.
+        adopter=$(grep -ls '"ev":"migrate_in",.*"from":3}' "$DIR"/ev.*.jsonl | head -1 | sed 's/.*ev\.\([0-9]*\)\.jsonl/\1/')
+        if [ -n "$adopter" ] && [ "$adopter" != 0 ]; then
+            p=$(pid_of "$adopter")
+            kill -9 "$p"
+            gone "$p" $((JOB_TIMEOUT * 1000)) || fail "after: rank $adopter outlived SIGKILL"
+            wait_for "$JOB_TIMEOUT" eval 'grep -qs "\"ev\":\"recovery_done\"" "$DIR/ev.0.jsonl" || ! kill -0 "$JOBPID" 2>/dev/null'
+        else
+            fail "after: no node other than rank 0 took rank 3's slices (got '$adopter')"
+        fi
+        gate_open "$GATE"
+        finish_job
+        check "after: exit code 0 (got $RC)" [ "$RC" = 0 ]
+        check "after: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+        check "after: rank 3 drained (exit 0)" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
+        check "after: rank $adopter's loss was recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
+        check "after: recovered partially (its tasks restored and replayed, nobody rolled back)" eval \
+            'logged "\"ev\":\"partial_restore\"" && none "\"ev\":\"rollback\""'
+    else
+        fail "after: iteration $AT never logged"; gate_open "$GATE"; finish_job
+    fi
+    finish
+    exit $?
+fi
 
 # ---- SIGTERM to rank 3 mid-run ---------------------------------------------------
 start term
