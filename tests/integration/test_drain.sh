@@ -111,7 +111,8 @@ if [ "$WHICH" = mlog ]; then
             fail "after: the drain of rank 3 never applied everywhere"
         wait_for "$JOB_TIMEOUT" logged '"ev":"jacobi_hold"' || fail "after: the hold never logged"
         # A node that rebuilt some of rank 3's slices at the drain's cut.
-        adopter=$(grep -ls '"ev":"migrate_in",.*"from":3}' "$DIR"/ev.*.jsonl | head -1 | sed 's/.*ev\.\([0-9]*\)\.jsonl/\1/')
+        adopter=$(grep -ls '"ev":"migrate_in",.*"tasks":[1-9][0-9]*,"from":3}' "$DIR"/ev.*.jsonl | sed 's/.*ev\.\([0-9]*\)\.jsonl/\1/' |
+                  grep -vx 0 | head -1)
         if [ -n "$adopter" ] && [ "$adopter" != 0 ]; then
             p=$(pid_of "$adopter")
             kill -9 "$p"
@@ -127,7 +128,8 @@ if [ "$WHICH" = mlog ]; then
         check "after: rank 3 drained (exit 0)" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
         check "after: rank $adopter's loss was recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
         check "after: recovered partially (its tasks restored and replayed, nobody rolled back)" eval \
-            'logged "\"ev\":\"partial_restore\"" && none "\"ev\":\"rollback\""'
+            'logged "\"ev\":\"partial_restore\"" && none "\"ev\":\"rollback\"" &&
+             grep -hs "\"ev\":\"mlog_replay\"" "$DIR"/ev.*.jsonl | grep -q "\"dets_installed\":[1-9]"'
     else
         fail "after: iteration $AT never logged"; gate_open "$GATE"; finish_job
     fi
