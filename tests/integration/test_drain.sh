@@ -14,7 +14,7 @@
 # jacobi_iter line in the JSON event log (or the leaver's drain_held line)
 # before sending them.
 # With "mlog" (ctest it_drain_mlog): the same drain of rank 3 under
-# mlog-causal and mlog-fast (jacobi -T), which drain like cr (their logs and
+# mlog-causal, mlog-fast (jacobi -T) and mlog-pessimistic, which drain like cr (their logs and
 # determinants from before the drain's commit are dropped at it, and what
 # stays is keyed by task); then, under mlog-causal, SIGKILL of the node that
 # took rank 3's slices after the drain committed: a first failure of the
@@ -22,7 +22,8 @@
 # among them, replayed from the drain's epoch) to the same result. That
 # kill lands before the job ends by construction: the checkpoint after
 # iteration 600 and the job's end wait on a gate file (jacobi -H -g) that
-# opens once the recovery round ended.
+# opens once the recovery round ended. mlog-team refuses (its teams are
+# fixed ranks): SIGTERM stops the node, recovered as a crash.
 # Usage: test_drain.sh BINDIR [mlog]
 set -u
 BIN=$1
@@ -85,7 +86,7 @@ drained() {
 REC=cr
 if [ "$WHICH" = mlog ]; then
     # ---- message logging: SIGTERM to rank 3 mid-run ---------------------------------
-    for REC in mlog-causal mlog-fast; do
+    for REC in mlog-causal mlog-fast mlog-pessimistic; do
         if [ $REC = mlog-fast ]; then extra=-T; else extra=; fi
         start "term-$REC" -- $extra
         if at_iter $AT; then
@@ -100,6 +101,21 @@ if [ "$WHICH" = mlog ]; then
             fail "term-$REC: iteration $AT never logged"; finish_job
         fi
     done
+
+    # ---- mlog-team refuses: SIGTERM stops the node, recovered as a crash -------------
+    REC=mlog-team
+    start team -- --phx-mlog-team-size=2
+    if at_iter $AT; then
+        kill -TERM "$(pid_of 3)"
+        finish_job
+        check "mlog-team: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+        check "mlog-team: rank 3 refused the drain, saying why" \
+            grep -qs '"ev":"drain_refused","why":"mlog-team' "$DIR/ev.3.jsonl"
+        check "mlog-team: rank 3 stopped (143) and the job says so (exit $RC)" [ "$RC" = 143 ]
+        check "mlog-team: recovered as a crash" grep -qs '"ev":"recovery_done"' "$DIR"/ev.*.jsonl
+    else
+        fail "team: iteration $AT never logged"; finish_job
+    fi
 
     # ---- mlog-causal: a drain, then the node that took its slices is killed ----------
     REC=mlog-causal
