@@ -102,6 +102,25 @@ if [ "$WHICH" = mlog ]; then
         fi
     done
 
+    # ---- mlog-causal: a failure racing the drain (rank 5 dies storing its checkpoint) --
+    # The checkpoint aborts. Its cut had moved tasks already, so the loss is
+    # recovered by cr's global rollback (as for any failure during a
+    # checkpoint that moves slices), rank 3 still a member; it drains after.
+    REC=mlog-causal
+    start race-mlog PHX_CKPT_DIE=5:0:drain
+    if at_iter $AT; then
+        kill -TERM "$(pid_of 3)"
+        finish_job
+        check "mlog race: exit code 0 (got $RC)" [ "$RC" = 0 ]
+        check "mlog race: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+        check "mlog race: rank 5 died during the drain, recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
+        check "mlog race: rank 3 drained after it, at every survivor" \
+            [ "$(grep -ls '"ev":"drain_done","rank":3,' "$DIR"/ev.*.jsonl | wc -l)" = $((N - 1)) ]
+        check "mlog race: rank 3 exited 0" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
+    else
+        fail "race-mlog: iteration $AT never logged"; finish_job
+    fi
+
     # ---- mlog-team refuses: SIGTERM stops the node, recovered as a crash -------------
     REC=mlog-team
     start team -- --phx-mlog-team-size=2
