@@ -14,16 +14,17 @@
 # jacobi_iter line in the JSON event log (or the leaver's drain_held line)
 # before sending them.
 # With "mlog" (ctest it_drain_mlog): the same drain of rank 3 under
-# mlog-causal, mlog-fast (jacobi -T) and mlog-pessimistic, which drain like cr (their logs and
-# determinants from before the drain's commit are dropped at it, and what
-# stays is keyed by task); then, under mlog-causal, SIGKILL of the node that
-# took rank 3's slices after the drain committed: a first failure of the
-# period after it, recovered partially (its tasks, rank 3's former ones
-# among them, replayed from the drain's epoch) to the same result. That
-# kill lands before the job ends by construction: the checkpoint after
-# iteration 600 and the job's end wait on a gate file (jacobi -H -g) that
-# opens once the recovery round ended. mlog-team refuses (its teams are
-# fixed ranks): SIGTERM stops the node, recovered as a crash.
+# mlog-causal, mlog-fast (jacobi -T) and mlog-pessimistic, which drain like
+# cr (their logs and determinants from before the drain's commit are
+# dropped at it, and what stays is keyed by task); a failure racing the
+# drain; then, in each mode, SIGKILL of a node that took some of rank 3's
+# slices, after the drain committed: a first failure of its period,
+# recovered partially (its tasks, rank 3's former ones among them, restored
+# from the last commit and replayed) to the same result. That kill lands
+# before the job ends by construction: the checkpoint after iteration 600
+# and the job's end wait on a gate file (jacobi -H -g) that opens once the
+# recovery round ended. mlog-team refuses (its teams are fixed ranks):
+# SIGTERM stops the node, recovered as a crash.
 # Usage: test_drain.sh BINDIR [mlog]
 set -u
 BIN=$1
@@ -136,38 +137,40 @@ if [ "$WHICH" = mlog ]; then
         fail "team: iteration $AT never logged"; finish_job
     fi
 
-    # ---- mlog-causal: a drain, then the node that took its slices is killed ----------
-    REC=mlog-causal
-    GATE=$(gate_new after)
-    start after -- -H 600 -g "$GATE"
+    # ---- a drain, then the node that took some of its slices is killed -------------
+    for REC in mlog-causal mlog-fast mlog-pessimistic; do
+    if [ $REC = mlog-fast ]; then extra=-T; else extra=; fi
+    GATE=$(gate_new "after-$REC")
+    start "after-$REC" -- $extra -H 600 -g "$GATE"
     if at_iter $AT; then
         kill -TERM "$(pid_of 3)"
         wait_for "$JOB_TIMEOUT" eval '[ "$(grep -ls "\"ev\":\"drain_done\",\"rank\":3," "$DIR"/ev.*.jsonl | wc -l)" = "$N" ]' ||
-            fail "after: the drain of rank 3 never applied everywhere"
-        wait_for "$JOB_TIMEOUT" logged '"ev":"jacobi_hold"' || fail "after: the hold never logged"
+            fail "after $REC: the drain of rank 3 never applied everywhere"
+        wait_for "$JOB_TIMEOUT" logged '"ev":"jacobi_hold"' || fail "after $REC: the hold never logged"
         # A node that rebuilt some of rank 3's slices at the drain's cut.
         adopter=$(grep -ls '"ev":"migrate_in",.*"tasks":[1-9][0-9]*,"from":3}' "$DIR"/ev.*.jsonl | sed 's/.*ev\.\([0-9]*\)\.jsonl/\1/' |
                   grep -vx 0 | head -1)
         if [ -n "$adopter" ] && [ "$adopter" != 0 ]; then
             p=$(pid_of "$adopter")
             kill -9 "$p"
-            gone "$p" $((JOB_TIMEOUT * 1000)) || fail "after: rank $adopter outlived SIGKILL"
+            gone "$p" $((JOB_TIMEOUT * 1000)) || fail "after $REC: rank $adopter outlived SIGKILL"
             wait_for "$JOB_TIMEOUT" eval 'grep -qs "\"ev\":\"recovery_done\"" "$DIR/ev.0.jsonl" || ! kill -0 "$JOBPID" 2>/dev/null'
         else
-            fail "after: no node other than rank 0 took rank 3's slices (got '$adopter')"
+            fail "after $REC: no node other than rank 0 took rank 3's slices (got '$adopter')"
         fi
         gate_open "$GATE"
         finish_job
-        check "after: exit code 0 (got $RC)" [ "$RC" = 0 ]
-        check "after: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
-        check "after: rank 3 drained (exit 0)" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
-        check "after: rank $adopter's loss was recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
-        check "after: recovered partially (its tasks restored and replayed, nobody rolled back)" eval \
+        check "after $REC: exit code 0 (got $RC)" [ "$RC" = 0 ]
+        check "after $REC: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+        check "after $REC: rank 3 drained (exit 0)" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
+        check "after $REC: rank $adopter's loss was recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
+        check "after $REC: recovered partially (its tasks restored and replayed, nobody rolled back)" eval \
             'logged "\"ev\":\"partial_restore\"" && none "\"ev\":\"rollback\"" &&
-             grep -hs "\"ev\":\"mlog_replay\"" "$DIR"/ev.*.jsonl | grep -q "\"dets_installed\":[1-9]"'
+             { [ $REC = mlog-fast ] || grep -hs "\"ev\":\"mlog_replay\"" "$DIR"/ev.*.jsonl | grep -q "\"dets_installed\":[1-9]"; }'
     else
-        fail "after: iteration $AT never logged"; gate_open "$GATE"; finish_job
+        fail "after $REC: iteration $AT never logged"; gate_open "$GATE"; finish_job
     fi
+    done
     finish
     exit $?
 fi
