@@ -16,9 +16,10 @@
 # With "mlog" (ctest it_drain_mlog): the same drain of rank 3 under
 # mlog-causal, mlog-fast (jacobi -T) and mlog-pessimistic, which drain like
 # cr (their logs and determinants from before the drain's commit are
-# dropped at it, and what stays is keyed by task); a failure racing the
-# drain; then, in each mode, SIGKILL of a node that took some of rank 3's
-# slices, after the drain committed: a first failure of its period,
+# dropped at it, and what stays is keyed by task); the coordinator's drain
+# and a failure racing a drain under mlog-causal; then, in each mode,
+# SIGKILL of a node that took some of rank 3's slices, after the drain
+# committed: a first failure of its period,
 # recovered partially (its tasks, rank 3's former ones among them, restored
 # from the last commit and replayed) to the same result. That kill lands
 # before the job ends by construction: the checkpoint after iteration 600
@@ -102,6 +103,19 @@ if [ "$WHICH" = mlog ]; then
             fail "term-$REC: iteration $AT never logged"; finish_job
         fi
     done
+
+    # ---- mlog-causal: the coordinator (rank 0) drains ------------------------------
+    REC=mlog-causal
+    start coord-mlog
+    if at_iter $AT; then
+        kill -TERM "$(pid_of 0)"
+        finish_job
+        drained "mlog-causal SIGTERM rank 0 (coordinator)" 0
+        check "mlog coord: no partial restore, no replay" eval \
+            'none "\"ev\":\"partial_restore\"" && none "\"ev\":\"mlog_replay"'
+    else
+        fail "coord-mlog: iteration $AT never logged"; finish_job
+    fi
 
     # ---- mlog-causal: a failure racing the drain (rank 5 dies storing its checkpoint) --
     # The checkpoint aborts. Its cut had moved tasks already, so the loss is
