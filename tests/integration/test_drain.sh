@@ -16,8 +16,10 @@
 # With "mlog" (ctest it_drain_mlog): the same drain of rank 3 under
 # mlog-causal, mlog-fast (jacobi -T) and mlog-pessimistic, which drain like
 # cr (their logs and determinants from before the drain's commit are
-# dropped at it, and what stays is keyed by task); the coordinator's drain
-# and a failure racing a drain under mlog-causal; then, in each mode,
+# dropped at it, and what stays is keyed by task); the coordinator's drain,
+# a drain after a partial recovery (the leaver hands over tasks it took
+# from the dead node) and a failure racing a drain under mlog-causal; then,
+# in each mode,
 # SIGKILL of a node that took some of rank 3's slices, after the drain
 # committed: a first failure of its period,
 # recovered partially (its tasks, rank 3's former ones among them, restored
@@ -115,6 +117,33 @@ if [ "$WHICH" = mlog ]; then
             'none "\"ev\":\"partial_restore\"" && none "\"ev\":\"mlog_replay"'
     else
         fail "coord-mlog: iteration $AT never logged"; finish_job
+    fi
+
+    # ---- mlog-causal: a drain after a partial recovery ------------------------------
+    # Rank 1 is killed; once its tasks were restored on the survivors and
+    # replayed (a partial round, a hold on checkpoints until the replays
+    # end), rank 3 gets SIGTERM and hands over what it holds, rank 1's
+    # former tasks among them. The job's end waits on a gate until then.
+    REC=mlog-causal
+    GATE=$(gate_new rec-then-drain)
+    start rec-then-drain -- -H 2900 -g "$GATE"
+    if at_iter $AT; then
+        p=$(pid_of 1)
+        kill -9 "$p"
+        gone "$p" $((JOB_TIMEOUT * 1000)) || fail "rec-then-drain: rank 1 outlived SIGKILL"
+        wait_for "$JOB_TIMEOUT" logged '"ev":"mlog_replay_done"' || fail "rec-then-drain: no replay ended"
+        kill -TERM "$(pid_of 3)"
+        wait_for "$JOB_TIMEOUT" eval '[ "$(grep -ls "\"ev\":\"drain_done\",\"rank\":3," "$DIR"/ev.*.jsonl | wc -l)" = $((N - 1)) ]' ||
+            fail "rec-then-drain: the drain of rank 3 never applied everywhere"
+        gate_open "$GATE"
+        finish_job
+        check "rec-then-drain: exit code 0 (got $RC)" [ "$RC" = 0 ]
+        check "rec-then-drain: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+        check "rec-then-drain: rank 1 recovered partially, nobody rolled back" eval \
+            'logged "\"ev\":\"partial_restore\"" && none "\"ev\":\"rollback\""'
+        check "rec-then-drain: rank 3 exited 0 after its drain" grep -qs '"ev":"drain_exit"' "$DIR/ev.3.jsonl"
+    else
+        fail "rec-then-drain: iteration $AT never logged"; gate_open "$GATE"; finish_job
     fi
 
     # ---- mlog-causal: a failure racing the drain (rank 5 dies storing its checkpoint) --
