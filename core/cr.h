@@ -14,6 +14,9 @@
 /* The PHX_FT_CTRL tags cr uses: PHX_CTRL_REC_FIRST..PHX_CTRL_CR_LAST; a
  * mode built on cr takes its own from PHX_CTRL_CR_LAST + 1. */
 enum { PHX_CTRL_CR_LAST = 39 };
+/* ... and one more, the drain's (past the layered mode's tags): a mode on
+ * cr hands it to cr like those. */
+enum { PHX_CTRL_CR_DRAIN = PHX_CTRL_REC_LAST - 1 };
 
 /* A mode built on cr's state (st from phx_recovery_cr.init) hears of each
  * commit of an epoch and each rollback to one, on the comm thread while

@@ -120,10 +120,20 @@ int cr_drain_request(void *st, int why)
     cr_t *c = st;
     cr_drain_t *d = c->dr;
     const char *no = NULL;
-    /* Message logging keeps logs for others on this node, and a spare or a
-     * respawn stands in for a lost rank: neither is handed over here yet. */
-    if (c->partial_ok)
-        no = "message logging hands no logs over yet";
+    /* Message logging (mlog-causal, -fast, -pessimistic) drains like cr:
+     * the drain's epoch is a commit every node takes, which drops every
+     * logged message and det from before it (the leaver's own and those
+     * held about it), and its cut is a consistent state, so nothing the
+     * leaver holds is needed after it. What stays is keyed by task, not by
+     * node (SSN streams and the dup filter live in each task and move with
+     * it; a later hand-back finds a logged message's receiver by the slice
+     * table), and the partial-round machine learns at that commit that the
+     * leaver is gone (phx_mlog_sync_dead), with no failure counted.
+     * mlog-team's teams are consecutive ranks whose records roll back
+     * together: a leaver would leave a team short, so it refuses. A spare
+     * or a respawn stands in for a lost rank: not handed over either. */
+    if (c->partial_ok && c->rolls)
+        no = "mlog-team's teams are fixed ranks: a drain would break one";
     else if (c->n->cfg.restart_mode != PHX_RESTART_SURVIVORS)
         no = "only restart-on=survivors drains";
     else if (phx_ck_rj_joining(c->rj.m) || c->restarting)

@@ -45,7 +45,7 @@ enum phase { PH_IDLE, PH_CK, PH_REC };
 /* The drain's control tag (cr_drain.c): past the tags message logging
  * takes from PHX_CTRL_CR_LAST + 1 (core/mlog_int.h), inside the recovery
  * range. */
-enum { CR_DRAIN = PHX_CTRL_REC_LAST - 1 };
+enum { CR_DRAIN = PHX_CTRL_CR_DRAIN };
 typedef struct cr_drain cr_drain_t;
 
 /* A blob whose chunks the transport still references (zero-copy sends):

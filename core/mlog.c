@@ -197,7 +197,7 @@ static int ml_on_deliver(void *st, int peer, const phx_frame_hdr_t *h)
 static void ml_on_ctrl(void *st, int peer, const phx_frame_hdr_t *h, const uint8_t *p)
 {
     mlog_t *g = st;
-    if (h->tag <= PHX_CTRL_CR_LAST) {
+    if (h->tag <= PHX_CTRL_CR_LAST || h->tag == PHX_CTRL_CR_DRAIN) {
         CR->on_ctrl(g->cr, peer, h, p);
         return;
     }
@@ -214,6 +214,14 @@ static void ml_on_peer_up(void *st, int peer, uint32_t inc)
 static void ml_on_checkpoint(void *st)
 {
     CR->on_checkpoint(((mlog_t *)st)->cr);
+}
+
+/* A drain is cr's (its checkpoint's commit drops the logs and dets from
+ * before it, which is all the leaver holds for others); cr refuses it
+ * under mlog-team. */
+static int ml_drain(void *st, int why)
+{
+    return CR->drain(((mlog_t *)st)->cr, why);
 }
 
 static void ml_worker_pause(void *st, phx_worker_t *w, struct cds_wfcq_head *lh, struct cds_wfcq_tail *lt)
@@ -316,7 +324,7 @@ static void ml_destroy(void *st)
         .name = nm, .help = hlp, .configure = ml_configure, .init = ml_init, .on_start = ml_on_start,          \
         .on_send = phx_mlog_on_send, .on_deliver = ml_on_deliver, .on_ctrl = ml_on_ctrl,                             \
         .on_failure = phx_mlog_on_failure, .on_checkpoint = ml_on_checkpoint, .on_restore = phx_mlog_on_restore,           \
-        .worker_pause = ml_worker_pause, .on_peer_up = ml_on_peer_up,                                          \
+        .worker_pause = ml_worker_pause, .on_peer_up = ml_on_peer_up, .drain = ml_drain,                       \
         .stop = ml_stop, .destroy = ml_destroy, hooks,                                                         \
     }
 

@@ -13,9 +13,25 @@
 # Signals land by construction: the test waits for the main task's
 # jacobi_iter line in the JSON event log (or the leaver's drain_held line)
 # before sending them.
-# Usage: test_drain.sh BINDIR
+# With "mlog" (ctest it_drain_mlog): the same drain of rank 3 under
+# mlog-causal, mlog-fast (jacobi -T) and mlog-pessimistic, which drain like
+# cr (their logs and determinants from before the drain's commit are
+# dropped at it, and what stays is keyed by task); the coordinator's drain,
+# a drain after a partial recovery (the leaver hands over tasks it took
+# from the dead node) and a failure racing a drain under mlog-causal; then,
+# in each mode,
+# SIGKILL of a node that took some of rank 3's slices, after the drain
+# committed: a first failure of its period,
+# recovered partially (its tasks, rank 3's former ones among them, restored
+# from the last commit and replayed) to the same result. That kill lands
+# before the job ends by construction: the checkpoint after iteration 600
+# and the job's end wait on a gate file (jacobi -H -g) that opens once the
+# recovery round ended. mlog-team refuses (its teams are fixed ranks):
+# SIGTERM stops the node, recovered as a crash.
+# Usage: test_drain.sh BINDIR [mlog]
 set -u
 BIN=$1
+WHICH=${2:-cr}
 . "$(dirname "$0")/lib.sh"
 PHX=$BIN/phx
 N=6
@@ -38,7 +54,7 @@ start() {
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
     [ "${1:-}" = "--" ] && shift
     env "${envs[@]}" timeout -k 5 "$JOB_TIMEOUT" "$PHX" run -n "$N" --pidfile "$DIR/pids" "$BIN/jacobi" \
-        --phx-ft=1 --phx-recovery=cr --phx-eventlog="$DIR/ev.%r.jsonl" "$@" $ARGS \
+        --phx-ft=1 --phx-recovery="$REC" --phx-eventlog="$DIR/ev.%r.jsonl" "$@" $ARGS \
         >"$DIR/out" 2>"$DIR/err" &
     JOBPID=$!
     PIDS="$PIDS $JOBPID"
@@ -70,6 +86,137 @@ drained() {
     check "$1: no recovery round" none '"ev":"recovery_done"'
     check "$1: the launcher saw no signal death" eval '! grep -q "killed by signal\|different codes" "$DIR/err"'
 }
+
+REC=cr
+if [ "$WHICH" = mlog ]; then
+    # ---- message logging: SIGTERM to rank 3 mid-run ---------------------------------
+    for REC in mlog-causal mlog-fast mlog-pessimistic; do
+        if [ $REC = mlog-fast ]; then extra=-T; else extra=; fi
+        start "term-$REC" -- $extra
+        if at_iter $AT; then
+            kill -TERM "$(pid_of 3)"
+            finish_job
+            drained "$REC SIGTERM rank 3" 3
+            check "$REC SIGTERM rank 3: no partial restore, no replay, no fallback" eval \
+                'none "\"ev\":\"partial_restore\"" && none "\"ev\":\"mlog_replay" && none "\"ev\":\"mlog_fallback\""'
+            check "$REC SIGTERM rank 3: messages were logged (the mode was on)" \
+                grep -qs '"ev":"mlog_gc"' "$DIR/ev.0.jsonl"
+        else
+            fail "term-$REC: iteration $AT never logged"; finish_job
+        fi
+    done
+
+    # ---- mlog-causal: the coordinator (rank 0) drains ------------------------------
+    REC=mlog-causal
+    start coord-mlog
+    if at_iter $AT; then
+        kill -TERM "$(pid_of 0)"
+        finish_job
+        drained "mlog-causal SIGTERM rank 0 (coordinator)" 0
+        check "mlog coord: no partial restore, no replay" eval \
+            'none "\"ev\":\"partial_restore\"" && none "\"ev\":\"mlog_replay"'
+    else
+        fail "coord-mlog: iteration $AT never logged"; finish_job
+    fi
+
+    # ---- mlog-causal: a drain after a partial recovery ------------------------------
+    # Rank 1 is killed; once its tasks were restored on the survivors and
+    # replayed (a partial round, a hold on checkpoints until the replays
+    # end), rank 3 gets SIGTERM and hands over what it holds, rank 1's
+    # former tasks among them. The job's end waits on a gate until then.
+    REC=mlog-causal
+    GATE=$(gate_new rec-then-drain)
+    start rec-then-drain -- -H 2900 -g "$GATE"
+    if at_iter $AT; then
+        p=$(pid_of 1)
+        kill -9 "$p"
+        gone "$p" $((JOB_TIMEOUT * 1000)) || fail "rec-then-drain: rank 1 outlived SIGKILL"
+        wait_for "$JOB_TIMEOUT" logged '"ev":"mlog_replay_done"' || fail "rec-then-drain: no replay ended"
+        kill -TERM "$(pid_of 3)"
+        wait_for "$JOB_TIMEOUT" eval '[ "$(grep -ls "\"ev\":\"drain_done\",\"rank\":3," "$DIR"/ev.*.jsonl | wc -l)" = $((N - 1)) ]' ||
+            fail "rec-then-drain: the drain of rank 3 never applied everywhere"
+        gate_open "$GATE"
+        finish_job
+        check "rec-then-drain: exit code 0 (got $RC)" [ "$RC" = 0 ]
+        check "rec-then-drain: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+        check "rec-then-drain: rank 1 recovered partially, nobody rolled back" eval \
+            'logged "\"ev\":\"partial_restore\"" && none "\"ev\":\"rollback\""'
+        check "rec-then-drain: rank 3 exited 0 after its drain" grep -qs '"ev":"drain_exit"' "$DIR/ev.3.jsonl"
+    else
+        fail "rec-then-drain: iteration $AT never logged"; gate_open "$GATE"; finish_job
+    fi
+
+    # ---- mlog-causal: a failure racing the drain (rank 5 dies storing its checkpoint) --
+    # The checkpoint aborts. Its cut had moved tasks already, so the loss is
+    # recovered by cr's global rollback (as for any failure during a
+    # checkpoint that moves slices), rank 3 still a member; it drains after.
+    REC=mlog-causal
+    start race-mlog PHX_CKPT_DIE=5:0:drain
+    if at_iter $AT; then
+        kill -TERM "$(pid_of 3)"
+        finish_job
+        check "mlog race: exit code 0 (got $RC)" [ "$RC" = 0 ]
+        check "mlog race: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+        check "mlog race: rank 5 died during the drain, recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
+        check "mlog race: rank 3 drained after it, at every survivor" \
+            [ "$(grep -ls '"ev":"drain_done","rank":3,' "$DIR"/ev.*.jsonl | wc -l)" = $((N - 1)) ]
+        check "mlog race: rank 3 exited 0" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
+    else
+        fail "race-mlog: iteration $AT never logged"; finish_job
+    fi
+
+    # ---- mlog-team refuses: SIGTERM stops the node, recovered as a crash -------------
+    REC=mlog-team
+    start team -- --phx-mlog-team-size=2
+    if at_iter $AT; then
+        kill -TERM "$(pid_of 3)"
+        finish_job
+        check "mlog-team: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+        check "mlog-team: rank 3 refused the drain, saying why" \
+            grep -qs '"ev":"drain_refused","why":"mlog-team' "$DIR/ev.3.jsonl"
+        check "mlog-team: rank 3 stopped (143) and the job says so (exit $RC)" [ "$RC" = 143 ]
+        check "mlog-team: recovered as a crash" grep -qs '"ev":"recovery_done"' "$DIR"/ev.*.jsonl
+    else
+        fail "team: iteration $AT never logged"; finish_job
+    fi
+
+    # ---- a drain, then the node that took some of its slices is killed -------------
+    for REC in mlog-causal mlog-fast mlog-pessimistic; do
+    if [ $REC = mlog-fast ]; then extra=-T; else extra=; fi
+    GATE=$(gate_new "after-$REC")
+    start "after-$REC" -- $extra -H 600 -g "$GATE"
+    if at_iter $AT; then
+        kill -TERM "$(pid_of 3)"
+        wait_for "$JOB_TIMEOUT" eval '[ "$(grep -ls "\"ev\":\"drain_done\",\"rank\":3," "$DIR"/ev.*.jsonl | wc -l)" = "$N" ]' ||
+            fail "after $REC: the drain of rank 3 never applied everywhere"
+        wait_for "$JOB_TIMEOUT" logged '"ev":"jacobi_hold"' || fail "after $REC: the hold never logged"
+        # A node that rebuilt some of rank 3's slices at the drain's cut.
+        adopter=$(grep -ls '"ev":"migrate_in",.*"tasks":[1-9][0-9]*,"from":3}' "$DIR"/ev.*.jsonl | sed 's/.*ev\.\([0-9]*\)\.jsonl/\1/' |
+                  grep -vx 0 | head -1)
+        if [ -n "$adopter" ] && [ "$adopter" != 0 ]; then
+            p=$(pid_of "$adopter")
+            kill -9 "$p"
+            gone "$p" $((JOB_TIMEOUT * 1000)) || fail "after $REC: rank $adopter outlived SIGKILL"
+            wait_for "$JOB_TIMEOUT" eval 'grep -qs "\"ev\":\"recovery_done\"" "$DIR/ev.0.jsonl" || ! kill -0 "$JOBPID" 2>/dev/null'
+        else
+            fail "after $REC: no node other than rank 0 took rank 3's slices (got '$adopter')"
+        fi
+        gate_open "$GATE"
+        finish_job
+        check "after $REC: exit code 0 (got $RC)" [ "$RC" = 0 ]
+        check "after $REC: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+        check "after $REC: rank 3 drained (exit 0)" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
+        check "after $REC: rank $adopter's loss was recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
+        check "after $REC: recovered partially (its tasks restored and replayed, nobody rolled back)" eval \
+            'logged "\"ev\":\"partial_restore\"" && none "\"ev\":\"rollback\"" &&
+             { [ $REC = mlog-fast ] || grep -hs "\"ev\":\"mlog_replay\"" "$DIR"/ev.*.jsonl | grep -q "\"dets_installed\":[1-9]"; }'
+    else
+        fail "after $REC: iteration $AT never logged"; gate_open "$GATE"; finish_job
+    fi
+    done
+    finish
+    exit $?
+fi
 
 # ---- SIGTERM to rank 3 mid-run ---------------------------------------------------
 start term

@@ -26,6 +26,7 @@ B=${1:-build}/bin
 REPS=${2:-5}
 N=${N:-6}
 AT=${AT:-350}
+REC=${REC:-cr}   # or a message-logging mode (mlog-causal, mlog-pessimistic; mlog-fast needs ARGS with -T)
 ARGS=${ARGS:-"-N 256 -i 3000 -c 100"}
 T=$(mktemp -d /tmp/phx-bench-drain.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -38,7 +39,7 @@ echo "phalanx drain benchmark: jacobi $ARGS on $N nodes, rank 3 at iteration $AT
 # one KIND (term|kill): runs the job, prints "leaver_ms lost_ms recovery_ms ok"
 one() {
     rm -f "$T"/ev.* "$T/pids" "$T/out"
-    timeout -k 5 120 "$B/phx" run -n "$N" --pidfile "$T/pids" "$B/jacobi" --phx-ft=1 --phx-recovery=cr \
+    timeout -k 5 120 "$B/phx" run -n "$N" --pidfile "$T/pids" "$B/jacobi" --phx-ft=1 --phx-recovery="$REC" \
         --phx-eventlog="$T/ev.%r.jsonl" $ARGS >"$T/out" 2>/dev/null &
     job=$!
     until grep -qs "\"iter\":$AT}" "$T"/ev.*.jsonl && [ -s "$T/pids" ]; do sleep 0.01; done
