@@ -597,7 +597,8 @@ static void explore_all(void)
             explore(4, 2, 0);
         }
     }
-    fprintf(stderr, "total: %llu schedules, %llu prefixes re-executed, determined prefix mean %.2f max %llu\n",
+    /* Not "N schedules": tools/arch/report.sh sums those lines. */
+    fprintf(stderr, "total: schedules=%llu, prefixes re-executed=%llu, determined prefix mean %.2f max %llu\n",
             (unsigned long long)schedules, (unsigned long long)nodes_run,
             schedules ? (double)det_prefix_sum / (double)schedules : 0.0, (unsigned long long)det_prefix_max);
     for (int v = 1; v < V_N; v++)
