@@ -75,6 +75,14 @@ static const char *VNAME[] = { "none", "det names another delivery", "replayed o
                                "message delivered twice", "message lost", "orphan (re-sent content differs)",
                                "schedule did not end cleanly", "release found a gap", "model overflow" };
 
+/* Coverage: what the explorer must have reached (each in some schedule). */
+enum { C_HELD, C_PARTIAL, C_WHOLE, C_FRESH, C_SURV_DUP, C_N };
+static const char *CNAME[] = { "replay held a message that arrived early", "prefix partly determined (0 < D < delivered)",
+                               "every delivery determined", "fresh deliveries after the replay",
+                               "survivor dropped a re-sent message" };
+static uint64_t cover[C_N];
+static unsigned reached;
+
 enum { F_APP, F_RDETS, F_RDONE };
 
 typedef struct {
@@ -247,9 +255,13 @@ static void deliver(int b, int src, uint64_t ssn, uint64_t pay)
         /* A duplicate: the victim's re-execution must say the same. */
         if (b != 0 && src == 0 && ssn <= LMAX && x->got[ssn - 1] != pay)
             violate(V_ORPHAN);
+        if (b != 0 && src == 0)
+            reached |= 1u << C_SURV_DUP;
         return;
     }
     if (ssn > x->in_ssn[src] + 1 || !admit(b, src, ssn)) {
+        if (b == 0 && x->mt.replaying)
+            reached |= 1u << C_HELD;
         for (int i = 0; i < x->nheld; i++)
             if (x->held[i].src == src && x->held[i].ssn == ssn)
                 return;     /* a second copy of a re-sent message */
@@ -515,6 +527,7 @@ static ev_t path[TMAX];
 static void replay_path(int depth)
 {
     reset(&W.c);
+    reached = 0;
     for (int i = 0; i < depth; i++)
         step(&path[i]);
     nodes_run++;
@@ -532,6 +545,14 @@ static void dfs(int depth, const ev_t *sleep, int nsleep)
             check_end();
         for (int v = 1; v < V_N; v++)
             found[v] += (W.viol >> v) & 1;
+        if (W.dmax > 0 && W.dmax < (uint64_t)W.nl1)
+            reached |= 1u << C_PARTIAL;
+        if (W.dmax > 0 && W.dmax == (uint64_t)W.nl1)
+            reached |= 1u << C_WHOLE;
+        if (W.failed && W.nd[0].nl > (int)W.dmax)
+            reached |= 1u << C_FRESH;
+        for (int i = 0; i < C_N; i++)
+            cover[i] += (reached >> i) & 1;
         bad += W.viol != 0;
         schedules++;
         if (W.failed) {
@@ -604,6 +625,8 @@ static void explore_all(void)
     for (int v = 1; v < V_N; v++)
         if (found[v])
             fprintf(stderr, "%s: %llu\n", VNAME[v], (unsigned long long)found[v]);
+    for (int i = 0; i < C_N; i++)
+        fprintf(stderr, "reached: %s: %llu\n", CNAME[i], (unsigned long long)cover[i]);
 }
 
 #if PHX_ML_REPLAY_MUTANT == 0
@@ -615,6 +638,8 @@ static void test_explore(void **st)
         assert_int_equal(found[v], 0);
     assert_true(schedules > 0);
     assert_true(det_prefix_max > 0);
+    for (int i = 0; i < C_N; i++)
+        assert_true(cover[i] > 0);
 }
 #else
 /* The negative control: the explorer catches the broken replay order. */
