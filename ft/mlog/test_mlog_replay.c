@@ -16,7 +16,10 @@
  * victim's task in one RDETS frame, then its logged messages to it, then
  * RDONE, all on its FIFO link; until then its link to the victim is down
  * (what it sends is logged and lost on the wire). The victim releases its
- * replay once every survivor's RDONE arrived.
+ * replay once every survivor's RDONE arrived. Causal: the victim's frames
+ * carry its unacknowledged dets (the trailer). Pessimistic: its sends wait
+ * until node 1 acknowledged a det-only flush of every det made so far
+ * (phx_ml_gate_snap / phx_ml_gate_open, pb_store's ack, phx_ml_on_ack).
  *
  * The real pure structures do the work: per node a phx_ml_t (scml.h: the
  * sender log, phx_ml_admit making each det in the worker's det queue
