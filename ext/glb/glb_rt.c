@@ -27,6 +27,7 @@
 #include "base/phx_err.h"
 #include "core/phalanx.h"
 #include "ext/glb/glb_rt.h"
+#include "ext/glb/glb_wire.h"
 #include "ft/glb/glb_sm.h"
 
 enum { T_INIT, T_MSG, T_CONT, T_KILL, T_UP };     /* to a node's GLB task */
@@ -278,10 +279,8 @@ static void die_point(phx_ctx_t *ctx, int rank, int size, const phx_tid_t *tids,
             return;
         }
         if (tids && d->kill >= 0 && d->kill < size && d->kill != rank) {
-            uint8_t b[8];   /* T_KILL: the sender's pid, i64 */
-            phx_wenc_t e;
-            phx_wenc_init(&e, b, sizeof b);
-            phx_wenc_u64(&e, (uint64_t)(int64_t)getpid());
+            uint8_t b[PHX_GLB_KILL_LEN];   /* T_KILL: the sender's pid */
+            phx_glb_kill_enc(b, (int64_t)getpid());
             phx_send(ctx, tids[d->kill], T_KILL, b, sizeof b);
             return;     /* rank kill takes both of us down */
         }
@@ -338,15 +337,11 @@ static void io_abort(void *c, const char *why)
  * with rank 0 still starts (a second start message is ignored). */
 static void relay_start(glb_task_t *t)
 {
-    uint8_t tab[PHX_GLB_MAXP * 8 + 8];
-    phx_wenc_t e;
-    phx_wenc_init(&e, tab, sizeof tab);
-    for (int r = 0; r < t->size; r++)
-        phx_wenc_u64(&e, t->tids[r]);
-    phx_wenc_u64(&e, 0);
-    for (int r = 1; r < t->size; r++)
+    uint8_t tab[PHX_GLB_INIT_LEN(PHX_GLB_MAXP)];
+    long len = phx_glb_init_enc(t->tids, t->size, 0, tab, sizeof tab);   /* phx_tid_t is u64 */
+    for (int r = 1; r < t->size && len > 0; r++)
         if (r != t->rank)
-            (void)phx_send(t->ctx, t->tids[r], T_INIT, tab, (size_t)phx_wenc_end(&e));  /* dead: ignored */
+            (void)phx_send(t->ctx, t->tids[r], T_INIT, tab, (size_t)len);  /* dead: ignored */
 }
 
 static void poll_failures(glb_task_t *t)
@@ -433,13 +428,13 @@ static void on_init(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
     t->ctx = c;
     t->rank = phx_rank(c);
     t->size = phx_size(c);
-    if (t->have_tab || n != (size_t)t->size * 8 + 8)
+    uint64_t ids[PHX_GLB_MAXP];
+    /* T_INIT: every rank's task id, then the start time (unused: each node
+     * uses its own clock). A second one, or a malformed one, is ignored. */
+    if (t->have_tab || phx_glb_init_dec(m, n, t->size, ids, NULL) != 0)
         return;
-    phx_wdec_t d;   /* T_INIT: every rank's task id, then the start time */
-    phx_wdec_init(&d, m, n);
     for (int r = 0; r < t->size; r++)
-        t->tids[r] = phx_wdec_u64(&d);
-    (void)phx_wdec_u64(&d);    /* the start time: each node uses its own clock */
+        t->tids[r] = (phx_tid_t)ids[r];
     /* Whichever node ends up the root reports the time since its own start
      * message (rank 0's includes its start barrier). */
     t->t0 = phx_now_ns();
@@ -535,10 +530,8 @@ static void on_cont(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t
 static void on_kill(phx_ctx_t *c, void *st, phx_tid_t src, const void *m, size_t n)
 {
     (void)c; (void)st; (void)src;
-    phx_wdec_t d;
-    phx_wdec_init(&d, m, n);
-    int64_t pid = (int64_t)phx_wdec_u64(&d);
-    if (!phx_wdec_end(&d, 1))
+    int64_t pid;
+    if (!phx_glb_kill_dec(m, n, &pid))
         kill((pid_t)pid, SIGKILL);
     raise(SIGKILL);
 }
@@ -660,28 +653,27 @@ typedef struct glb_main {
 static void task_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
 {
     (void)st;
-    phx_wdec_t d;
-    phx_wdec_init(&d, arg, len);
-    phx_tid_t main_id = (phx_tid_t)phx_wdec_u64(&d);
-    if (phx_wdec_end(&d, 1) != 0)
+    uint64_t main_id;
+    if (phx_glb_spawn_dec(arg, len, &main_id) != 0)
         return;     /* not spawned by main_init: nobody waits for it */
-    (void)phx_send(c, main_id, M_HERE, NULL, 0);   /* rank 0 dead: ignored */
+    (void)phx_send(c, (phx_tid_t)main_id, M_HERE, NULL, 0);   /* rank 0 dead: ignored */
 }
 
 static void main_start_all(phx_ctx_t *c, glb_main_t *m)
 {
-    uint8_t tab[PHX_GLB_MAXP * 8 + 8];
-    phx_wenc_t e;
-    phx_wenc_init(&e, tab, sizeof tab);
-    for (int r = 0; r < m->p; r++)
-        phx_wenc_u64(&e, m->ids[r]);
-    phx_wenc_u64(&e, 0);
+    uint8_t tab[PHX_GLB_INIT_LEN(PHX_GLB_MAXP)];
+    long len = phx_glb_init_enc(m->ids, m->p, 0, tab, sizeof tab);   /* phx_tid_t is u64 */
+    if (len < 0) {      /* main_init bounded p: cannot happen */
+        fprintf(stderr, "glb: cannot encode the start message: %s\n", phx_strerror((int)len));
+        phx_exit(c, PHX_GLB_EXIT_LOST);
+        return;
+    }
     die_point(c, 0, m->p, NULL, "M");      /* every task exists, no start message sent */
     /* Test hook U (rank 0 dies at a T_UP): only ranks 0 and 1 get a start
      * message, so the others can start only by the survivors' relay. */
     int upto = die_armed(0, "U") && m->p > 2 ? 2 : m->p;
     for (int r = 0; r < upto; r++) {
-        int rc = phx_send(c, m->ids[r], T_INIT, tab, (size_t)phx_wenc_end(&e));
+        int rc = phx_send(c, m->ids[r], T_INIT, tab, (size_t)len);
         if (rc < 0 && rc != PHX_EINVAL) {   /* EINVAL: r is dead, its successor restores it */
             fprintf(stderr, "glb: cannot start rank %d: %s\n", r, phx_strerror(rc));
             phx_exit(c, PHX_GLB_EXIT_LOST);
@@ -747,12 +739,10 @@ static void main_init(phx_ctx_t *c, void *st, const void *arg, size_t len)
         return;
     }
     m->p = p;
-    uint8_t me[8];
-    phx_wenc_t e;
-    phx_wenc_init(&e, me, sizeof me);
-    phx_wenc_u64(&e, phx_self(c));
+    uint8_t me[PHX_GLB_SPAWN_LEN];
+    phx_glb_spawn_enc(me, phx_self(c));
     for (int r = 0; r < p; r++) {
-        phx_tid_t id = phx_spawn_on(c, G_task_type, r, me, (size_t)phx_wenc_end(&e));
+        phx_tid_t id = phx_spawn_on(c, G_task_type, r, me, sizeof me);
         if (id == PHX_TID_NONE) {
             fprintf(stderr, "glb: cannot spawn the GLB task on rank %d\n", r);
             phx_exit(c, PHX_GLB_EXIT_LOST);

@@ -209,6 +209,18 @@ static int merge_packed(phx_glb_sm_t *s, const uint8_t *p, size_t len)
     return 0;
 }
 
+/* 0 if p is exactly one packed bag, else PHX_EPROTO (nothing merged). */
+static int packed_ok(phx_glb_sm_t *s, const uint8_t *p, size_t len)
+{
+    phx_wdec_t d;
+    phx_wdec_init(&d, p, len);
+    void *b = s->ops->unpack(s->app, &d);
+    int rc = !b || phx_wdec_end(&d, 1) != 0 ? PHX_EPROTO : 0;
+    if (b)
+        s->ops->bag_free(s->app, b);
+    return rc;
+}
+
 static int is_idle(const phx_glb_sm_t *s)
 {
     if (!s->ops->is_empty(s->app, s->bag) || s->nopen || s->npt)
@@ -524,8 +536,11 @@ static int adopt(phx_glb_sm_t *s, int r)
         o.tan = phx_wdec_u32(&d);
         o.len = phx_wdec_u32(&d);
         const uint8_t *l = phx_wdec_take(&d, o.len);
-        if (!l)
-            break;
+        /* Ranks index got[][] and the dead mask, and the loot may be
+         * merged much later (open_readopt cannot refuse it then): a
+         * corrupt backup is rejected here, not trusted. */
+        if (!l || o.vo >= s->size || o.thief >= s->size || packed_ok(s, l, o.len) != 0)
+            return PHX_EPROTO;
         o.loot = xrealloc(NULL, o.len ? o.len : 1);
         memcpy(o.loot, l, o.len);
         *PUSH(s->open, s->nopen, s->capopen) = o;

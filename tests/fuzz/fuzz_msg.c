@@ -2,7 +2,8 @@
  * bytes a peer or a file hands to ERA, the heartbeat detector, the
  * termination detectors, recovery=cr's control messages, message
  * logging's trailer and acks, a checkpoint blob, a checkpoint file header
- * and manifest, and the runtime's own control messages (fuzz_msg.h).
+ * and manifest, the runtime's own control messages, and GLB's protocol
+ * messages and its glue's task messages (fuzz_msg.h).
  *
  * The protocol decoders are driven through their state machines (an
  * instance sized by the param byte takes the bytes as a message from a
@@ -20,10 +21,13 @@
 #include "base/phx_log.h"
 #include "base/phx_wire.h"
 #include "core/ctl_msg.h"
+#include "ext/glb/glb_wire.h"
 #include "ft/ckpt/ckpt_msg.h"
 #include "ft/ckpt/drain.h"
 #include "ft/era/era.h"
 #include "ft/era/group.h"
+#include "ft/glb/glb_sm.h"
+#include "ft/glb/glb_vec.h"
 #include "ft/hb/hb.h"
 #include "ft/mlog/msg.h"
 #include "ft/mlog/scml.h"
@@ -340,6 +344,140 @@ static void fz_core(uint8_t param, const uint8_t *p, size_t n)
     }
 }
 
+/* ---- GLB: the protocol machine and the glue's task messages ------------------ */
+
+static void *gb_new(void *app) { return phx_glb_vec_new(1); }
+static void gb_free(void *app, void *b) { phx_glb_vec_free(b); }
+static void gb_init(void *app, void *b, int rank, int size)
+{
+    uint8_t v = rank ? 4 : 0;
+    phx_glb_vec_push(b, &v);
+}
+static int gb_process(void *app, void *bb, int n, uint64_t *res)
+{
+    phx_glb_vec_t *b = bb;
+    while (n-- > 0 && b->n) {
+        uint8_t v = *(uint8_t *)phx_glb_vec_at(b, --b->n);
+        res[0]++;
+        if (v++ < 6) {  /* a peer's loot may hold any depth: 6 and up are leaves */
+            phx_glb_vec_push(b, &v);
+            phx_glb_vec_push(b, &v);
+        }
+    }
+    return b->n > 0;
+}
+static void *gb_split(void *app, void *bb)
+{
+    phx_glb_vec_t *b = bb;
+    return b->n < 2 ? NULL : phx_glb_vec_take_front(b, b->n / 2);
+}
+static void gb_merge(void *app, void *b, void *l) { phx_glb_vec_merge(b, l); }
+static int gb_empty(void *app, const void *b) { return ((const phx_glb_vec_t *)b)->n == 0; }
+static size_t gb_psize(void *app, const void *b) { return 4 + ((const phx_glb_vec_t *)b)->n; }
+static void gb_enc(const void *item, phx_wenc_t *e) { phx_wenc_u8(e, *(const uint8_t *)item); }
+static int gb_dec(void *item, phx_wdec_t *d) { *(uint8_t *)item = phx_wdec_u8(d); return 0; }
+static void gb_pack(void *app, const void *b, phx_wenc_t *e) { phx_glb_vec_pack(b, e, gb_enc); }
+static void *gb_unpack(void *app, phx_wdec_t *d) { return phx_glb_vec_unpack(d, 1, 1, gb_dec); }
+static void gb_reduce(void *app, uint64_t *acc, const uint64_t *r) { acc[0] += r[0]; }
+
+const phx_glb_ops_t phx_fuzz_glb_ops = {
+    .result_words = 1, .bag_new = gb_new, .bag_free = gb_free, .bag_init = gb_init, .process = gb_process,
+    .split = gb_split, .merge = gb_merge, .is_empty = gb_empty, .pack_size = gb_psize, .pack = gb_pack,
+    .unpack = gb_unpack, .reduce = gb_reduce,
+};
+
+typedef struct gb_io { int me, size; } gb_io_t;
+
+/* The machine's answers: only to another node of the job, never empty. */
+static void gb_send(void *ctx, int dst, const uint8_t *buf, size_t len)
+{
+    gb_io_t *io = ctx;
+    CHECK(dst >= 0 && dst < io->size && dst != io->me && len >= 1);
+}
+static void gb_finish(void *ctx, const uint64_t *r) {}
+static void gb_abort(void *ctx, const char *why) { CHECK(!strncmp(why, "unrecoverable: ", 15)); }
+
+static void glb_glue(uint8_t param, const uint8_t *p, size_t n)
+{
+    uint64_t tids[PHX_GLB_MAXP], t0;
+    uint8_t o[PHX_GLB_INIT_LEN(PHX_GLB_MAXP)];
+    int sizes[2] = { 1 + param % PHX_GLB_MAXP, n % 8 ? 0 : (int)(n / 8) - 1 };
+    for (int i = 0; i < 2; i++)
+        if (!phx_glb_init_dec(p, n, sizes[i], tids, &t0))
+            CHECK(phx_glb_init_enc(tids, sizes[i], t0, o, sizeof o) == (long)n && !memcmp(o, p, n));
+    int64_t pid;
+    if (!phx_glb_kill_dec(p, n, &pid)) {
+        phx_glb_kill_enc(o, pid);
+        CHECK(n == PHX_GLB_KILL_LEN && !memcmp(o, p, n));
+    }
+    uint64_t tid;
+    if (!phx_glb_spawn_dec(p, n, &tid)) {
+        phx_glb_spawn_enc(o, tid);
+        CHECK(n == PHX_GLB_SPAWN_LEN && !memcmp(o, p, n));
+    }
+    /* The bag codec (loot and backups carry it): an exact accept re-packs
+     * to the same bytes. */
+    phx_wdec_t d;
+    phx_wdec_init(&d, p, n);
+    phx_glb_vec_t *v = phx_glb_vec_unpack(&d, 1, 1, gb_dec);
+    if (v && !phx_wdec_end(&d, 1)) {
+        uint8_t *b = malloc(n ? n : 1);
+        if (!b)
+            abort();
+        phx_wenc_t e;
+        phx_wenc_init(&e, b, n);
+        phx_glb_vec_pack(v, &e, gb_enc);
+        CHECK(phx_wenc_end(&e) == (ptrdiff_t)n && !memcmp(b, p, n));
+        free(b);
+    }
+    phx_glb_vec_free(v);
+}
+
+/* One node's machine (param: PHX_FZ_GLB_PARAM) takes the bytes as a
+ * message from its ring predecessor, which then dies (so a backup it
+ * stored is adopted: adopt() decodes it), or as a run of chunks from any
+ * node and failure notices; it steps between them, so the answers and
+ * the adoption meet what the decoder let through. */
+static void fz_glb(uint8_t param, const uint8_t *p, size_t n)
+{
+    glb_glue(param, p, n);
+    int size = 2 + (param & 7), me = ((param >> 3) & 7) % size, pred = (me + size - 1) % size;
+    phx_glb_cfg_t cfg = { .ft = !!(param & 0x40), .n = 16, .k = 4, .timeout_ms = 10 };
+    gb_io_t ctx = { me, size };
+    phx_glb_io_t io = { .ctx = &ctx, .send = gb_send, .finish = gb_finish, .abort = gb_abort };
+    phx_glb_sm_t *s = phx_glb_sm_new(&cfg, &phx_fuzz_glb_ops, NULL, me, size, &io, 1);
+    if (!s)
+        abort();
+    uint64_t now = 1000;
+    phx_glb_sm_start(s, now);
+    if (!(param & 0x80)) {
+        phx_glb_sm_recv(s, pred, p, n, now += 1000);
+        phx_glb_sm_step(s, now += 1000);
+        phx_glb_sm_dead(s, pred, now += 1000);
+    }
+    else {
+        phx_wdec_t d;
+        phx_wdec_init(&d, p, n);
+        for (int i = 0; i < 64 && phx_wdec_left(&d); i++) {
+            uint8_t src = phx_wdec_u8(&d);
+            if (src & 0x80) {
+                phx_glb_sm_dead(s, (src & 0x7f) % size, now += 1000);
+                continue;
+            }
+            size_t len = phx_wdec_u16(&d);
+            const uint8_t *m = phx_wdec_take(&d, len);
+            if (!m)
+                break;
+            phx_glb_sm_recv(s, src % size, m, len, now += 1000);
+            phx_glb_sm_step(s, now += 1000);
+        }
+    }
+    /* A few steps past every timeout (10 ms): backups, steals, waves and
+     * got queries go out; a fuzzed bag is not worked off (n = 16 a step). */
+    for (int i = 0; i < 8 && phx_glb_sm_step(s, now += 20000000); i++) {}
+    phx_glb_sm_free(s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static int quiet;
@@ -365,6 +503,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case FZ_BLOB: fz_blob(param, p, n); break;
     case FZ_DISK: fz_disk(param, p, n); break;
     case FZ_CORE: fz_core(param, p, n); break;
+    case FZ_GLB: fz_glb(param, p, n); break;
     }
     free(p);
     return 0;

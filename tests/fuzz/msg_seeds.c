@@ -1,17 +1,20 @@
 /* Seed inputs for fuzz_msg (fuzz_msg.h), all from the real encoders: ERA
  * and heartbeat messages captured from engines talking to each other, the
- * termination detectors' messages from detectors running a small job, and
- * each struct encoder's output for the other families. */
+ * termination detectors' messages from detectors running a small job, GLB's
+ * from three machines stealing, backing up and draining, and each struct
+ * encoder's output for the other families. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/phx_err.h"
 #include "base/phx_wire.h"
 #include "core/ctl_msg.h"
+#include "ext/glb/glb_wire.h"
 #include "ft/ckpt/ckpt_msg.h"
 #include "ft/ckpt/drain.h"
 #include "ft/era/era.h"
 #include "ft/era/group.h"
+#include "ft/glb/glb_sm.h"
 #include "ft/hb/hb.h"
 #include "ft/mlog/msg.h"
 #include "ft/mlog/scml.h"
@@ -234,7 +237,8 @@ static void ctl_put(emit_fn emit, void *ctx, uint8_t param, uint64_t arg, const 
 {
     uint8_t b[1024];
     phx_ck_ctl_enc(b, arg);
-    memcpy(b + PHX_CK_CTL_HEAD, body, len);
+    if (len)    /* body may be NULL then */
+        memcpy(b + PHX_CK_CTL_HEAD, body, len);
     put(emit, ctx, FZ_CKCTL, param, b, PHX_CK_CTL_HEAD + len);
 }
 
@@ -383,6 +387,88 @@ static void seeds_core(emit_fn emit, void *ctx)
     put(emit, ctx, FZ_CORE, 0, b, sizeof b);
 }
 
+/* ---- GLB: three machines (ft) steal and back up, then rank 2 drains ------------ */
+
+static int glb_from;
+static void glb_send(void *ctx, int dst, const uint8_t *buf, size_t len)
+{
+    from = glb_from;
+    push(dst, 0, buf, len);
+}
+static void glb_finish(void *ctx, const uint64_t *r) {}
+static void glb_abort(void *ctx, const char *why) {}
+
+/* A chunk of FZ_GLB's chunked input: [src][u16 len][bytes]. */
+static size_t glb_chunk(uint8_t *out, size_t cap, int src, const uint8_t *b, size_t len)
+{
+    phx_wenc_t e;
+    phx_wenc_init(&e, out, cap);
+    phx_wenc_u8(&e, (uint8_t)src);
+    phx_wenc_u16(&e, (uint16_t)len);
+    phx_wenc_bytes(&e, b, len);
+    ptrdiff_t n = phx_wenc_end(&e);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+static void seeds_glb(emit_fn emit, void *ctx)
+{
+    enum { N = 3 };
+    uint8_t b[8192];
+    uint64_t tids[N] = { 0x100000001ull, 0x200000001ull, 0x300000001ull };
+    long k = phx_glb_init_enc(tids, N, 7, b, sizeof b);
+    put(emit, ctx, FZ_GLB, N - 1, b, (size_t)k);   /* param % 64 + 1 = N: T_INIT's size */
+    phx_glb_kill_enc(b, 4242);
+    put(emit, ctx, FZ_GLB, 0, b, PHX_GLB_KILL_LEN);
+    phx_glb_spawn_enc(b, 0x400000002ull);
+    put(emit, ctx, FZ_GLB, 0, b, PHX_GLB_SPAWN_LEN);
+
+    phx_glb_cfg_t cfg = { .ft = 1, .n = 16, .k = 4, .timeout_ms = 10 };
+    phx_glb_io_t io = { .send = glb_send, .finish = glb_finish, .abort = glb_abort };
+    phx_glb_sm_t *m[N];
+    nq = qhead = 0;
+    uint64_t now = 1000;
+    for (int r = 0; r < N; r++)
+        if (!(m[r] = phx_glb_sm_new(&cfg, &phx_fuzz_glb_ops, NULL, r, N, &io, 1)))
+            abort();
+    for (int r = 0; r < N; r++) {
+        glb_from = r;
+        phx_glb_sm_start(m[r], now);
+    }
+    for (int round = 0; round < 400 && nq < (int)(sizeof q / sizeof q[0]); round++) {
+        now += 1000000;
+        for (; qhead < nq; qhead++) {
+            glb_from = q[qhead].dst;
+            phx_glb_sm_recv(m[q[qhead].dst], q[qhead].src, q[qhead].b, q[qhead].len, now);
+        }
+        if (round == 40) {
+            glb_from = 2;
+            (void)phx_glb_sm_leave(m[2], now);   /* final backups, then M_BYE */
+        }
+        for (int r = 0; r < N; r++) {
+            glb_from = r;
+            phx_glb_sm_step(m[r], now);
+        }
+    }
+    /* Each message alone, as a chunk from its sender (and, from the ring
+     * predecessor, plain: then the sender dies and its backup is adopted),
+     * and each receiver's whole stream in order. */
+    size_t at[N] = { 0 };
+    static uint8_t stream[N][8192];
+    for (int i = 0; i < nq; i++) {
+        int d = q[i].dst, s = q[i].src;
+        size_t c = glb_chunk(b, sizeof b, s, q[i].b, q[i].len);
+        if (c)
+            put(emit, ctx, FZ_GLB, PHX_FZ_GLB_PARAM(N, d, 1, 1), b, c);
+        if (s == (d + N - 1) % N)
+            put(emit, ctx, FZ_GLB, PHX_FZ_GLB_PARAM(N, d, 1, 0), q[i].b, q[i].len);
+        at[d] += glb_chunk(stream[d] + at[d], sizeof stream[d] - at[d], s, q[i].b, q[i].len);
+    }
+    for (int d = 0; d < N; d++)
+        put(emit, ctx, FZ_GLB, PHX_FZ_GLB_PARAM(N, d, 1, 1), stream[d], at[d]);
+    for (int r = 0; r < N; r++)
+        phx_glb_sm_free(m[r]);
+}
+
 void phx_fuzz_msg_seeds(emit_fn emit, void *ctx)
 {
     seeds_era(emit, ctx);
@@ -393,4 +479,5 @@ void phx_fuzz_msg_seeds(emit_fn emit, void *ctx)
     seeds_blob(emit, ctx);
     seeds_disk(emit, ctx);
     seeds_core(emit, ctx);
+    seeds_glb(emit, ctx);
 }

@@ -116,9 +116,9 @@ int main(int argc, char **argv)
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("fuzz msg corpus: %d seeds (era %ld, hb %ld, td %ld, ckctl %ld, mlog %ld, blob %ld, disk %ld, core %ld), "
+    printf("fuzz msg corpus: %d seeds (era %ld, hb %ld, td %ld, ckctl %ld, mlog %ld, blob %ld, disk %ld, core %ld, glb %ld), "
            "%ld mutated inputs + %d files, %.2f s, seed 0x%llx\n",
            nseeds, per[FZ_ERA], per[FZ_HB], per[FZ_TD], per[FZ_CKCTL], per[FZ_MLOG], per[FZ_BLOB], per[FZ_DISK],
-           per[FZ_CORE], count, files, secs, (unsigned long long)seed);
+           per[FZ_CORE], per[FZ_GLB], count, files, secs, (unsigned long long)seed);
     return bad;
 }
