@@ -262,6 +262,35 @@ else
     fail "pair: iteration $AT never logged"; finish_job
 fi
 
+# ---- phx drain of a rank still starting ------------------------------------------------
+# A job directory made by hand: its "launcher" and its rank 2 are sleeps. While
+# rank 2 is "starting" (spawned, not yet reported), phx drain waits for it;
+# once the state says "up", it signals rank 2. A launcher gone ends the wait.
+if [ "$WHICH" = cr ]; then
+    jd=$TMP/jobdir; sleep 60 & fake_l=$!; sleep 60 & fake_n=$!; PIDS="$PIDS $fake_l $fake_n"
+    mkdir -p "$jd/$fake_l"
+    state() { printf '{"job":%d,"ranks":[{"rank":2,"host":"x","local":1,"pid":%d,"incarnation":1,"state":"%s"}]}\n' \
+        "$fake_l" "$fake_n" "$1" >"$jd/$fake_l/state.json.tmp" && mv "$jd/$fake_l/state.json.tmp" "$jd/$fake_l/state.json"; }
+    state starting
+    "$PHX" drain 2 "$jd/$fake_l" >"$TMP/starting.out" 2>&1 & dpid=$!
+    # A wait that ended wrongly would have signalled at once; this pause can
+    # only let such a bug show, never make the checks below pass.
+    sleep 0.3
+    check "phx drain of a starting rank: still waiting, rank untouched" kill -0 "$dpid"
+    check "phx drain of a starting rank: no signal sent yet" kill -0 "$fake_n"
+    state up
+    wait "$dpid"; drc=$?
+    check "phx drain of a starting rank: exit 0 once it is up ($(cat "$TMP/starting.out"))" [ "$drc" = 0 ]
+    wait "$fake_n" 2>/dev/null; nrc=$?
+    check "phx drain of a starting rank: it got SIGTERM (status $nrc)" [ "$nrc" = 143 ]
+    sleep 60 & fake_n=$!; PIDS="$PIDS $fake_n"; state starting
+    "$PHX" drain 2 "$jd/$fake_l" >"$TMP/gone.out" 2>&1 & dpid=$!
+    kill "$fake_l"; wait "$fake_l" 2>/dev/null
+    wait "$dpid"; drc=$?
+    check "phx drain of a starting rank whose launcher is gone: non-zero ($(cat "$TMP/gone.out"))" [ "$drc" != 0 ]
+    kill "$fake_n" 2>/dev/null
+fi
+
 # ---- phx drain RANK --------------------------------------------------------------------
 start cmd
 if at_iter $AT; then

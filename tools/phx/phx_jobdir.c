@@ -516,17 +516,32 @@ int phx_drain_cmd(int argc, char **argv)
         return bad;
     char *path = NULL, buf[1 << 16];
     size_t n = 0;
-    FILE *f = asprintf(&path, "%s/state.json", jd) >= 0 ? fopen(path, "re") : NULL;
-    if (f) {
-        n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-    }
-    buf[n] = 0;
     int rc = 1;
     char pat[40], host[256] = "", state[32] = "";
     snprintf(pat, sizeof pat, "{\"rank\":%ld,", rank);
-    const char *r = n ? strstr(buf, pat) : NULL;
+    const char *r = NULL;
     long local = 1, npid = 0;
+    if (asprintf(&path, "%s/state.json", jd) < 0)
+        path = NULL;
+    /* A rank still starting (spawned, not yet reported) is waited for while
+     * its launcher lives: the launcher bounds the start by its own
+     * startup-timeout and ends the job past it, so this wait ends too. */
+    for (;;) {
+        FILE *f = path ? fopen(path, "re") : NULL;
+        n = 0;
+        if (f) {
+            n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+        }
+        buf[n] = 0;
+        r = n ? strstr(buf, pat) : NULL;
+        state[0] = 0;
+        if (r)
+            rank_field(r, "state", NULL, state, sizeof state);
+        if (strcmp(state, "starting") || !pid || !alive(pid))
+            break;
+        nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+    }
     if (!n) {
         fprintf(stderr, "phx: drain: no job at %s%s\n", jd, pid && !alive(pid) ? " (its launcher is gone)" : "");
     } else if (!r || rank_field(r, "pid", &npid, NULL, 0) || rank_field(r, "state", NULL, state, sizeof state)) {
