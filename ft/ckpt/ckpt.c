@@ -350,3 +350,16 @@ int phx_ck_home_table(int n, int nloc, int slices, const int *loc, const uint8_t
     }
     return moves;
 }
+
+int phx_ck_act_reserve(void **a, int len, int *cap, size_t size)
+{
+    if (len < *cap)
+        return 0;
+    int c = *cap ? 2 * *cap : 8;
+    void *p = realloc(*a, (size_t)c * size);
+    if (!p)
+        return PHX_ENOMEM;
+    *a = p;
+    *cap = c;
+    return 0;
+}

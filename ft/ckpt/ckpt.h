@@ -167,4 +167,9 @@ void *phx_ck_store_buf(phx_ck_store_t *s, size_t need, size_t *cap);
 /* Marks e committed; older copies stay until the slot is reused. */
 void phx_ck_store_commit(phx_ck_store_t *s, uint64_t e);
 
+/* Room for one more element in a machine's action list (*a: cap elements
+ * of size bytes, len in use): doubles it from 8 when full. Returns 0 or
+ * PHX_ENOMEM (the list is left as it was). The caller owns *a. */
+int phx_ck_act_reserve(void **a, int len, int *cap, size_t size);
+
 #endif

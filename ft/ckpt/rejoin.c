@@ -32,15 +32,12 @@ void phx_ck_rj_out_free(phx_ck_rj_out_t *o)
 
 static void emit(phx_ck_rj_out_t *o, phx_ck_rj_act_t a)
 {
-    if (o->len == o->cap) {
-        int cap = o->cap ? 2 * o->cap : 8;
-        phx_ck_rj_act_t *p = realloc(o->a, (size_t)cap * sizeof *p);
-        if (!p) {
-            o->err = PHX_ENOMEM;
-            return;
-        }
-        o->a = p;
-        o->cap = cap;
+    void *p = o->a;
+    int rc = phx_ck_act_reserve(&p, o->len, &o->cap, sizeof a);
+    o->a = p;
+    if (rc) {
+        o->err = rc;
+        return;
     }
     o->a[o->len++] = a;
 }
