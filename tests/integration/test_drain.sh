@@ -69,6 +69,25 @@ finish_job() { wait "$JOBPID"; RC=$?; }
 sum_of() { sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' "$DIR/out" | tail -1; }
 none() { ! grep -qs "$1" "$DIR"/ev.*.jsonl; }
 
+# race_case NAME LABEL: rank 5 dies while it stores the copy of the drain's
+# checkpoint (PHX_CKPT_DIE=5:0:drain) and rank 3 asked to drain; the job
+# still gives the reference, the failure is recovered and rank 3 drains after.
+race_case() {
+    start "$1" PHX_CKPT_DIE=5:0:drain
+    if at_iter $AT; then
+        kill -TERM "$(pid_of 3)"
+        finish_job
+        check "$2: exit code 0 (got $RC)" [ "$RC" = 0 ]
+        check "$2: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
+        check "$2: rank 5 died during the drain, recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
+        check "$2: rank 3 drained after it, at every survivor" \
+            [ "$(grep -ls '"ev":"drain_done","rank":3,' "$DIR"/ev.*.jsonl | wc -l)" = $((N - 1)) ]
+        check "$2: rank 3 exited 0" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
+    else
+        fail "$1: iteration $AT never logged"; finish_job
+    fi
+}
+
 # drained NAME RANK: exit 0, the reference, RANK left by a drain at every
 # survivor, exited 0, and nothing was declared, rolled back or redone.
 drained() {
@@ -151,19 +170,7 @@ if [ "$WHICH" = mlog ]; then
     # recovered by cr's global rollback (as for any failure during a
     # checkpoint that moves slices), rank 3 still a member; it drains after.
     REC=mlog-causal
-    start race-mlog PHX_CKPT_DIE=5:0:drain
-    if at_iter $AT; then
-        kill -TERM "$(pid_of 3)"
-        finish_job
-        check "mlog race: exit code 0 (got $RC)" [ "$RC" = 0 ]
-        check "mlog race: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
-        check "mlog race: rank 5 died during the drain, recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
-        check "mlog race: rank 3 drained after it, at every survivor" \
-            [ "$(grep -ls '"ev":"drain_done","rank":3,' "$DIR"/ev.*.jsonl | wc -l)" = $((N - 1)) ]
-        check "mlog race: rank 3 exited 0" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
-    else
-        fail "race-mlog: iteration $AT never logged"; finish_job
-    fi
+    race_case race-mlog "mlog race"
 
     # ---- mlog-team refuses: SIGTERM stops the node, recovered as a crash -------------
     REC=mlog-team
@@ -328,19 +335,7 @@ fi
 # (PHX_CKPT_DIE=5:0:drain). The checkpoint aborts, everyone rolls back as
 # after any failure (rank 3, still a member, too), and the drain is planned
 # again at the checkpoint the recovery round starts.
-start race PHX_CKPT_DIE=5:0:drain
-if at_iter $AT; then
-    kill -TERM "$(pid_of 3)"
-    finish_job
-    check "race: exit code 0 (got $RC)" [ "$RC" = 0 ]
-    check "race: checksum $(sum_of) equals the reference $ref" [ "$(sum_of)" = "$ref" ]
-    check "race: rank 5 died during the drain, recovered" grep -qs '"ev":"recovery_done"' "$DIR/ev.0.jsonl"
-    check "race: rank 3 drained after it, at every survivor" \
-        [ "$(grep -ls '"ev":"drain_done","rank":3,' "$DIR"/ev.*.jsonl | wc -l)" = $((N - 1)) ]
-    check "race: rank 3 exited 0" grep -qs '"ev":"exit","code":0' "$DIR/ev.3.jsonl"
-else
-    fail "race: iteration $AT never logged"; finish_job
-fi
+race_case race race
 
 # ---- drain-on=off: SIGTERM is a crash, as before -----------------------------------------
 start off -- --phx-drain-on=off
